@@ -1,0 +1,140 @@
+#include "codecs/linear_quantizer.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "codecs/codec_error.hpp"
+#include "codecs/error_bound.hpp"
+
+namespace tezip::codecs {
+namespace {
+
+inline std::uint32_t med(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+  const std::uint32_t lo = std::min(a, b), hi = std::max(a, b);
+  if (c >= hi) return lo;
+  if (c <= lo) return hi;
+  return a + b - c;
+}
+
+// Forecast of pixel i of a plane from reconstructed neighbours (left a, up b, up-left c).
+inline std::uint32_t intra_forecast(std::span<const std::uint16_t> recon, std::size_t i, std::size_t x,
+                                    std::size_t width) {
+  if (i < width) return x == 0 ? 0 : recon[i - 1];
+  if (x == 0) return recon[i - width];
+  return med(recon[i - 1], recon[i - width], recon[i - width - 1]);
+}
+
+void check_sizes(std::size_t a, std::size_t b, std::size_t c) {
+  if (a != b || a != c) throw CodecError("plane buffers differ in size");
+}
+
+}  // namespace
+
+LinearQuantizer::LinearQuantizer(const PlaneBound& bound) : bound_(bound) {}
+
+std::uint32_t LinearQuantizer::half_width(std::uint32_t f) const {
+  if (bound_.pointwise_rel > 0) {
+    const double rel = bound_.pointwise_rel;
+    return pointwise_tolerance(rel / (1.0 + rel), f);
+  }
+  return bound_.tolerance;
+}
+
+std::int32_t LinearQuantizer::quantize(std::uint32_t x, std::uint32_t f, std::uint16_t& recon,
+                                       std::vector<std::uint16_t>& literals) const {
+  const std::int32_t e = std::int32_t(half_width(f));
+  const std::int32_t r = std::int32_t(x) - std::int32_t(f);
+  std::int32_t q;
+  if (e == 0) {
+    q = r;
+  } else {
+    const std::int32_t w = 2 * e + 1;
+    q = r >= 0 ? (r + e) / w : -((-r + e) / w);
+  }
+  reconstruct(q, f, recon);
+  if (bound_.pointwise_rel > 0 &&
+      std::uint32_t(std::abs(std::int32_t(recon) - std::int32_t(x))) > pointwise_tolerance(bound_.pointwise_rel, x)) {
+    literals.push_back(std::uint16_t(x));
+    recon = std::uint16_t(x);
+    return escape();
+  }
+  return q;
+}
+
+bool LinearQuantizer::reconstruct(std::int32_t q, std::uint32_t f, std::uint16_t& recon) const {
+  if (q == escape() && bound_.pointwise_rel > 0) return false;
+  const std::int64_t w = 2 * std::int64_t(half_width(f)) + 1;
+  const std::int64_t y = std::int64_t(f) + std::int64_t(q) * w;
+  recon = std::uint16_t(std::clamp<std::int64_t>(y, 0, bound_.max_value));
+  return true;
+}
+
+std::uint16_t LiteralCursor::next() {
+  if (position_ >= literals_.size()) throw CodecError("escape literals run out");
+  return literals_[position_++];
+}
+
+void quantize_plane(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
+                    const PlaneBound& bound, std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
+                    std::vector<std::uint16_t>& literals) {
+  check_sizes(plane.size(), forecast.size(), symbols.size());
+  check_sizes(plane.size(), recon.size(), recon.size());
+  if (bound.tolerance == 0 && bound.pointwise_rel <= 0) {  // lossless: the hot path, kept branch-free
+    for (std::size_t i = 0; i < plane.size(); ++i) symbols[i] = std::int32_t(plane[i]) - std::int32_t(forecast[i]);
+    std::copy(plane.begin(), plane.end(), recon.begin());
+    return;
+  }
+  const LinearQuantizer quantizer(bound);
+  for (std::size_t i = 0; i < plane.size(); ++i) symbols[i] = quantizer.quantize(plane[i], forecast[i], recon[i], literals);
+}
+
+void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std::uint16_t> forecast,
+                      const PlaneBound& bound, std::span<std::uint16_t> recon, LiteralCursor& literals) {
+  check_sizes(symbols.size(), forecast.size(), recon.size());
+  if (bound.tolerance == 0 && bound.pointwise_rel <= 0) {
+    const std::int32_t max_value = std::int32_t(bound.max_value);
+    bool out_of_range = false;
+    for (std::size_t i = 0; i < symbols.size(); ++i) {
+      const std::int32_t y = std::int32_t(forecast[i]) + symbols[i];
+      out_of_range |= (y < 0) | (y > max_value);
+      recon[i] = std::uint16_t(y);
+    }
+    if (out_of_range) throw CodecError("lossless residual leaves the pixel range");
+    return;
+  }
+  const LinearQuantizer quantizer(bound);
+  for (std::size_t i = 0; i < symbols.size(); ++i)
+    if (!quantizer.reconstruct(symbols[i], forecast[i], recon[i])) recon[i] = literals.next();
+}
+
+void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
+                          std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
+                          std::vector<std::uint16_t>& literals) {
+  check_sizes(plane.size(), symbols.size(), recon.size());
+  if (width == 0 || plane.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
+  const LinearQuantizer quantizer(bound);
+  for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1)) {
+    const std::uint32_t f = intra_forecast(recon, i, x, width);
+    symbols[i] = quantizer.quantize(plane[i], f, recon[i], literals);
+  }
+}
+
+void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t width, const PlaneBound& bound,
+                            std::span<std::uint16_t> recon, LiteralCursor& literals) {
+  check_sizes(symbols.size(), recon.size(), recon.size());
+  if (width == 0 || symbols.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
+  const LinearQuantizer quantizer(bound);
+  const bool lossless = bound.tolerance == 0 && bound.pointwise_rel <= 0;
+  for (std::size_t i = 0, x = 0; i < symbols.size(); ++i, x = (x + 1 == width ? 0 : x + 1)) {
+    const std::uint32_t f = intra_forecast(recon, i, x, width);
+    if (lossless) {
+      const std::int64_t y = std::int64_t(f) + symbols[i];
+      if (y < 0 || y > std::int64_t(bound.max_value)) throw CodecError("lossless residual leaves the pixel range");
+      recon[i] = std::uint16_t(y);
+    } else if (!quantizer.reconstruct(symbols[i], f, recon[i])) {
+      recon[i] = literals.next();
+    }
+  }
+}
+
+}  // namespace tezip::codecs

@@ -1,0 +1,68 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tezip::codecs {
+
+// How much error one plane may carry: a uniform integer tolerance, or PwRel's floor(rel * x).
+struct PlaneBound {
+  std::uint32_t tolerance = 0;  // uniform modes (0 = lossless)
+  double pointwise_rel = 0;     // > 0 selects PwRel
+  std::uint32_t max_value = 255;
+};
+
+// SZ-style linear quantizer: the residual x - forecast becomes the index q of a bin of width
+// 2e + 1 centred on the forecast, and the reconstruction is forecast + q (2e + 1), clamped to the
+// pixel range (clamping only moves it towards x). With a uniform tolerance e every pixel is
+// within e. PwRel's tolerance depends on x, which the decoder lacks, so the bin width comes from
+// the forecast instead (floor(rel f / (1 + rel))), and a pixel whose bin misses floor(rel x) is
+// sent verbatim behind an escape symbol. Encoder and decoder share `reconstruct`, so they cannot drift.
+class LinearQuantizer {
+ public:
+  explicit LinearQuantizer(const PlaneBound& bound);
+
+  // The symbol no real bin index can take: |q| <= max_value.
+  std::int32_t escape() const { return std::int32_t(bound_.max_value) + 1; }
+
+  // Quantizes x against forecast f; returns the symbol, sets `recon`; appends x to `literals` on escape.
+  std::int32_t quantize(std::uint32_t x, std::uint32_t f, std::uint16_t& recon,
+                        std::vector<std::uint16_t>& literals) const;
+  // Decoder side of `quantize`. Returns false if the symbol is an escape (the caller reads a literal).
+  bool reconstruct(std::int32_t q, std::uint32_t f, std::uint16_t& recon) const;
+
+ private:
+  std::uint32_t half_width(std::uint32_t f) const;
+
+  PlaneBound bound_;
+};
+
+// Sequential reader of escape literals; throws CodecError when they run out.
+class LiteralCursor {
+ public:
+  explicit LiteralCursor(std::span<const std::uint16_t> literals) : literals_(literals) {}
+  std::uint16_t next();
+  bool exhausted() const { return position_ == literals_.size(); }
+
+ private:
+  std::span<const std::uint16_t> literals_;
+  std::size_t position_ = 0;
+};
+
+// Inter planes: the forecast of the whole plane is known before coding it.
+void quantize_plane(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
+                    const PlaneBound& bound, std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
+                    std::vector<std::uint16_t>& literals);
+void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std::uint16_t> forecast,
+                      const PlaneBound& bound, std::span<std::uint16_t> recon, LiteralCursor& literals);
+
+// Key-frame planes: each pixel is forecast by the median edge detector (LOCO-I) from its already
+// reconstructed left, upper and upper-left neighbours, so quantization runs pixel by pixel.
+void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
+                          std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
+                          std::vector<std::uint16_t>& literals);
+void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t width, const PlaneBound& bound,
+                            std::span<std::uint16_t> recon, LiteralCursor& literals);
+
+}  // namespace tezip::codecs

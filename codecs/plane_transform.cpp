@@ -1,0 +1,72 @@
+#include "codecs/plane_transform.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <vector>
+
+#include "codecs/codec_error.hpp"
+
+namespace tezip::codecs {
+namespace {
+
+// Wrapping arithmetic: hostile symbols may be anything, and the inverse must still be defined.
+inline std::int32_t wrap_sub(std::int32_t a, std::int32_t b) { return std::int32_t(std::uint32_t(a) - std::uint32_t(b)); }
+inline std::int32_t wrap_add(std::int32_t a, std::int32_t b) { return std::int32_t(std::uint32_t(a) + std::uint32_t(b)); }
+
+inline std::int32_t med(std::int32_t a, std::int32_t b, std::int32_t c) {
+  const std::int32_t lo = std::min(a, b), hi = std::max(a, b);
+  if (c >= hi) return lo;
+  if (c <= lo) return hi;
+  return wrap_sub(wrap_add(a, b), c);
+}
+
+// Prediction of element i from already known elements of `p` (original values on both sides).
+inline std::int32_t predict(PlaneTransform t, const std::int32_t* p, std::size_t i, std::size_t x, std::size_t width) {
+  if (i == 0) return 0;
+  if (i < width) return p[i - 1];
+  if (x == 0) return p[i - width];
+  if (t == PlaneTransform::Left) return p[i - 1];
+  return med(p[i - 1], p[i - width], p[i - width - 1]);
+}
+
+void check_width(std::size_t size, std::size_t width) {
+  if (width == 0 || size % width != 0) throw CodecError("plane size is not a multiple of its width");
+}
+
+}  // namespace
+
+void forward_transform(PlaneTransform transform, std::span<const std::int32_t> plane, std::size_t width,
+                       std::span<std::int32_t> out) {
+  check_width(plane.size(), width);
+  if (out.size() != plane.size()) throw CodecError("transform output size differs");
+  if (transform == PlaneTransform::None) {
+    std::copy(plane.begin(), plane.end(), out.begin());
+    return;
+  }
+  for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1))
+    out[i] = wrap_sub(plane[i], predict(transform, plane.data(), i, x, width));
+}
+
+void inverse_transform(PlaneTransform transform, std::span<std::int32_t> plane, std::size_t width) {
+  check_width(plane.size(), width);
+  if (transform == PlaneTransform::None) return;
+  if (transform != PlaneTransform::Left && transform != PlaneTransform::Median)
+    throw CodecError("unknown plane transform");
+  for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1))
+    plane[i] = wrap_add(plane[i], predict(transform, plane.data(), i, x, width));
+}
+
+PlaneTransform choose_transform(std::span<const std::int32_t> plane, std::size_t width) {
+  check_width(plane.size(), width);
+  std::uint64_t cost[3] = {0, 0, 0};
+  for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1)) {
+    cost[0] += std::bit_width(zigzag(plane[i]));
+    cost[1] += std::bit_width(zigzag(wrap_sub(plane[i], predict(PlaneTransform::Left, plane.data(), i, x, width))));
+    cost[2] += std::bit_width(zigzag(wrap_sub(plane[i], predict(PlaneTransform::Median, plane.data(), i, x, width))));
+  }
+  // Ties keep the simpler transform.
+  const auto best = std::min_element(std::begin(cost), std::end(cost)) - std::begin(cost);
+  return PlaneTransform(best);
+}
+
+}  // namespace tezip::codecs

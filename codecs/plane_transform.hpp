@@ -1,0 +1,27 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace tezip::codecs {
+
+// Spatial decorrelation of a plane of quantized symbols, chosen per plane: what is left of a
+// temporal residual is often still smooth across the image.
+enum class PlaneTransform : std::uint8_t {
+  None = 0,
+  Left = 1,    // delta to the left neighbour (first column: to the one above)
+  Median = 2,  // LOCO-I median edge detector over the symbol plane
+};
+
+void forward_transform(PlaneTransform transform, std::span<const std::int32_t> plane, std::size_t width,
+                       std::span<std::int32_t> out);
+// In place; throws CodecError on a size that is not whole rows.
+void inverse_transform(PlaneTransform transform, std::span<std::int32_t> plane, std::size_t width);
+
+// The transform that leaves the fewest estimated bits (sum of bit lengths of the zigzagged values).
+PlaneTransform choose_transform(std::span<const std::int32_t> plane, std::size_t width);
+
+inline std::uint32_t zigzag(std::int32_t v) { return (std::uint32_t(v) << 1) ^ std::uint32_t(v >> 31); }
+inline std::int32_t unzigzag(std::uint32_t u) { return std::int32_t(u >> 1) ^ -std::int32_t(u & 1); }
+
+}  // namespace tezip::codecs

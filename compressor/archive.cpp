@@ -1,0 +1,363 @@
+#include "compressor/archive.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "compressor/byte_io.hpp"
+#include "compressor/errors.hpp"
+
+namespace tezip {
+namespace {
+
+constexpr char kMagic[8] = {'T', 'E', 'Z', 'I', 'P', '\r', '\n', '\x1a'};
+constexpr char kFooterMagic[8] = {'T', 'Z', 'P', 'I', 'N', 'D', 'E', 'X'};
+constexpr std::uint64_t kHeaderSize = 16;
+constexpr std::uint64_t kFooterSize = 32;
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Names become paths when decompressing: a hostile archive must not climb out of the output folder.
+bool safe_relative_path(const std::string& name, bool allow_folders) {
+  if (name.find('\0') != std::string::npos || (!name.empty() && name.front() == '/')) return false;
+  if (!allow_folders && (name.empty() || name.find('/') != std::string::npos)) return false;
+  std::size_t begin = 0;
+  while (begin <= name.size() && !name.empty()) {
+    const std::size_t end = std::min(name.find('/', begin), name.size());
+    const std::string part = name.substr(begin, end - begin);
+    if (part.empty() || part == "." || part == "..") return false;
+    begin = end + 1;
+  }
+  return true;
+}
+
+void write_settings(ByteWriter& out, const ArchiveSettings& s) {
+  out.u8(std::uint8_t(s.coding.bound.mode));
+  out.f64(s.coding.bound.abs);
+  out.f64(s.coding.bound.rel);
+  out.u8(std::uint8_t(s.coding.quantizer));
+  out.u32(std::uint32_t(s.coding.zstd_level));
+  out.u8(s.coding.adaptive_coder ? 1 : 0);
+  out.string(s.predictor.kind);
+  out.string(s.predictor.configuration);
+  out.string(s.predictor.weights_sha256);
+  out.u8(std::uint8_t(s.gop.kind));
+  out.u64(s.gop.size);
+  out.f64(s.gop.mse_threshold);
+  out.string(s.writer);
+}
+
+ArchiveSettings read_settings(ByteReader& in) {
+  ArchiveSettings s;
+  const std::uint8_t mode = in.u8();
+  if (mode > std::uint8_t(codecs::BoundMode::PwRel)) in.fail("unknown error mode");
+  s.coding.bound.mode = codecs::BoundMode(mode);
+  s.coding.bound.abs = in.f64();
+  s.coding.bound.rel = in.f64();
+  if (!std::isfinite(s.coding.bound.abs) || !std::isfinite(s.coding.bound.rel) || s.coding.bound.abs < 0 ||
+      s.coding.bound.rel < 0)
+    in.fail("invalid error bound");
+  const std::uint8_t quantizer = in.u8();
+  if (quantizer > std::uint8_t(QuantizerKind::Interval)) in.fail("unknown quantizer");
+  s.coding.quantizer = QuantizerKind(quantizer);
+  s.coding.zstd_level = int(in.u32());
+  s.coding.adaptive_coder = in.u8() != 0;
+  s.predictor.kind = in.string(64);
+  s.predictor.configuration = in.string();
+  s.predictor.weights_sha256 = in.string(128);
+  const std::uint8_t gop = in.u8();
+  if (gop > std::uint8_t(GopKind::Dynamic)) in.fail("unknown GOP policy");
+  s.gop.kind = GopKind(gop);
+  s.gop.size = in.u64();
+  s.gop.mse_threshold = in.f64();
+  s.writer = in.string(256);
+  return s;
+}
+
+}  // namespace
+
+std::uint64_t hash_bytes(std::span<const std::uint8_t> bytes) { return XXH64(bytes.data(), bytes.size(), 0); }
+std::uint64_t hash_pixels(std::span<const std::uint16_t> pixels) {
+  return XXH64(pixels.data(), pixels.size_bytes(), 0);
+}
+
+FrameShape shape_of(const Geometry& g) { return {g.width, g.height, g.channels, g.max_value()}; }
+
+std::uint64_t ArchiveIndex::raw_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& s : sequences) total += s.geometry.raw_bytes() * s.frames.size();
+  return total;
+}
+
+std::uint64_t ArchiveIndex::frame_count() const {
+  std::uint64_t total = 0;
+  for (const auto& s : sequences) total += s.frames.size();
+  return total;
+}
+
+std::size_t ArchiveIndex::chunk_of(std::size_t sequence, std::size_t frame) const {
+  const auto it = std::upper_bound(chunks.begin(), chunks.end(), std::pair{sequence, frame},
+                                   [](const std::pair<std::size_t, std::size_t>& key, const ChunkEntry& c) {
+                                     return key.first < c.sequence || (key.first == c.sequence && key.second < c.first_frame);
+                                   });
+  if (it == chunks.begin()) throw std::out_of_range("no such frame");
+  const auto& c = *(it - 1);
+  if (c.sequence != sequence || frame >= c.first_frame + c.frame_count) throw std::out_of_range("no such frame");
+  return std::size_t(it - 1 - chunks.begin());
+}
+
+std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index) {
+  ByteWriter out;
+  write_settings(out, index.settings);
+  out.varint(index.sequences.size());
+  for (const auto& s : index.sequences) {
+    out.string(s.name);
+    out.u32(s.geometry.width);
+    out.u32(s.geometry.height);
+    out.u8(std::uint8_t(s.geometry.channels));
+    out.u8(std::uint8_t(s.geometry.type));
+    out.varint(s.frames.size());
+    for (const auto& f : s.frames) {
+      out.string(f.name);
+      out.string(f.format);
+      out.u64(f.hash);
+    }
+  }
+  out.varint(index.chunks.size());
+  for (const auto& c : index.chunks) {
+    out.varint(c.sequence);
+    out.varint(c.first_frame);
+    out.varint(c.frame_count);
+    out.u64(c.offset);
+    out.u64(c.size);
+    out.u64(c.hash);
+    out.varint(c.stats.symbol_bytes);
+    out.varint(c.stats.run_bytes);
+    out.varint(c.stats.literal_bytes);
+    out.varint(c.stats.literal_count);
+    out.u8(std::uint8_t(c.stats.coder));
+  }
+  return std::move(out.bytes());
+}
+
+ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chunk_area_end, const ArchiveLimits& limits) {
+  ByteReader in(bytes, "archive index");
+  ArchiveIndex index;
+  index.settings = read_settings(in);
+  // Each entry takes at least a few bytes, so no count can ask for more entries than bytes remain.
+  const auto sequences = in.varint(in.remaining(), "sequence count");
+  index.sequences.reserve(sequences);
+  for (std::uint64_t i = 0; i < sequences; ++i) {
+    SequenceEntry s;
+    s.name = in.string();
+    if (!safe_relative_path(s.name, true)) in.fail("unsafe sequence name '" + s.name + "'");
+    s.geometry.width = in.u32();
+    s.geometry.height = in.u32();
+    s.geometry.channels = in.u8();
+    const std::uint8_t type = in.u8();
+    const auto& g = s.geometry;
+    if (g.width == 0 || g.height == 0 || g.width > limits.max_dimension || g.height > limits.max_dimension)
+      in.fail("sequence '" + s.name + "' has an invalid size");
+    if (g.channels != 1 && g.channels != 3) in.fail("sequence '" + s.name + "' has an invalid channel count");
+    if (type != std::uint8_t(PixelType::U8) && type != std::uint8_t(PixelType::U16))
+      in.fail("sequence '" + s.name + "' has an invalid pixel type");
+    s.geometry.type = PixelType(type);
+    if (g.pixel_count() > limits.max_frame_pixels) in.fail("sequence '" + s.name + "' has frames too large");
+    const auto frames = in.varint(in.remaining() / 10, "frame count");
+    s.frames.resize(frames);
+    for (auto& f : s.frames) {
+      f.name = in.string();
+      if (!safe_relative_path(f.name, false)) in.fail("unsafe frame name '" + f.name + "'");
+      f.format = in.string(16);
+      f.hash = in.u64();
+    }
+    index.sequences.push_back(std::move(s));
+  }
+  const auto chunks = in.varint(in.remaining() / 30, "chunk count");
+  index.chunks.resize(chunks);
+  std::uint64_t expected_sequence = 0, expected_frame = 0, previous_end = kHeaderSize;
+  for (auto& c : index.chunks) {
+    c.sequence = in.varint();
+    c.first_frame = in.varint();
+    c.frame_count = in.varint();
+    c.offset = in.u64();
+    c.size = in.u64();
+    c.hash = in.u64();
+    c.stats.symbol_bytes = in.varint();
+    c.stats.run_bytes = in.varint();
+    c.stats.literal_bytes = in.varint();
+    c.stats.literal_count = in.varint();
+    const std::uint8_t coder = in.u8();
+    if (coder != std::uint8_t(codecs::EntropyCoderKind::Zstd) && coder != std::uint8_t(codecs::EntropyCoderKind::Adaptive))
+      in.fail("unknown entropy coder");
+    c.stats.coder = codecs::EntropyCoderKind(coder);
+    // Chunks tile the sequences in order, and the file's chunk area in order.
+    while (expected_sequence < index.sequences.size() && expected_frame == index.sequences[expected_sequence].frames.size()) {
+      ++expected_sequence;
+      expected_frame = 0;
+    }
+    if (expected_sequence >= index.sequences.size() || c.sequence != expected_sequence || c.first_frame != expected_frame)
+      in.fail("chunks do not cover the sequences in order");
+    const auto& seq = index.sequences[c.sequence];
+    if (c.frame_count == 0 || c.frame_count > seq.frames.size() - c.first_frame)
+      in.fail("chunk frame count out of range");
+    if (c.frame_count > limits.max_chunk_pixels / seq.geometry.pixel_count()) in.fail("chunk too large");
+    if (c.offset < previous_end || c.size > chunk_area_end || c.offset > chunk_area_end - c.size)
+      in.fail("chunk offset out of range");
+    previous_end = c.offset + c.size;
+    expected_frame += c.frame_count;
+  }
+  while (expected_sequence < index.sequences.size() && expected_frame == index.sequences[expected_sequence].frames.size()) {
+    ++expected_sequence;
+    expected_frame = 0;
+  }
+  if (expected_sequence != index.sequences.size()) in.fail("chunks do not cover every frame");
+  in.expect_end();
+  return index;
+}
+
+ArchiveWriter::ArchiveWriter(std::filesystem::path path, bool overwrite)
+    : path_(std::move(path)), overwrite_(overwrite) {
+  if (!overwrite_ && std::filesystem::exists(path_))
+    throw OutputError(path_.string() + ": already exists (use -f to overwrite)");
+  const auto dir = path_.has_parent_path() ? path_.parent_path() : std::filesystem::path(".");
+  std::random_device random;
+  temporary_ = dir / ("." + path_.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
+                      std::to_string(random() & 0xffffff));
+  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw OutputError(path_.string() + ": cannot create: " + errno_text());
+  ByteWriter header;
+  header.raw(kMagic, sizeof kMagic);
+  header.u32(kArchiveVersion);
+  header.u32(0);  // flags
+  write_all(header.bytes());
+}
+
+ArchiveWriter::~ArchiveWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(temporary_.c_str());
+  }
+}
+
+void ArchiveWriter::write_all(std::span<const std::uint8_t> bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw OutputError(path_.string() + ": write failed: " + errno_text());
+    bytes = bytes.subspan(std::size_t(n));
+    position_ += std::uint64_t(n);
+  }
+}
+
+void ArchiveWriter::append_chunk(std::span<const std::uint8_t> bytes, ChunkEntry& entry) {
+  entry.offset = position_;
+  entry.size = bytes.size();
+  entry.hash = hash_bytes(bytes);
+  write_all(bytes);
+}
+
+std::uint64_t ArchiveWriter::finish(const ArchiveIndex& index) {
+  const auto body = serialize_index(index);
+  const std::uint64_t index_offset = position_;
+  write_all(body);
+  ByteWriter footer;
+  footer.u64(index_offset);
+  footer.u64(body.size());
+  footer.u64(hash_bytes(body));
+  footer.raw(kFooterMagic, sizeof kFooterMagic);
+  write_all(footer.bytes());
+  if (::fsync(fd_) != 0) throw OutputError(path_.string() + ": sync failed: " + errno_text());
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    ::unlink(temporary_.c_str());
+    throw OutputError(path_.string() + ": close failed: " + errno_text());
+  }
+  fd_ = -1;
+  if (!overwrite_ && std::filesystem::exists(path_)) {
+    ::unlink(temporary_.c_str());
+    throw OutputError(path_.string() + ": appeared while writing (use -f to overwrite)");
+  }
+  if (::rename(temporary_.c_str(), path_.c_str()) != 0) {
+    const auto why = errno_text();
+    ::unlink(temporary_.c_str());
+    throw OutputError(path_.string() + ": cannot rename into place: " + why);
+  }
+  return position_;
+}
+
+ArchiveReader::ArchiveReader(const std::filesystem::path& path, const ArchiveLimits& limits) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw InputError(path.string() + ": cannot open: " + errno_text());
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw InputError(path.string() + ": not a regular file");
+  }
+  file_size_ = std::uint64_t(st.st_size);
+  auto fail = [&](const std::string& why) {
+    ::close(fd_);
+    fd_ = -1;
+    throw DataError(path.string() + ": " + why);
+  };
+  if (file_size_ < kHeaderSize + kFooterSize) fail("too small to be a tezip archive");
+  std::uint8_t header[kHeaderSize], footer[kFooterSize];
+  if (::pread(fd_, header, sizeof header, 0) != ssize_t(sizeof header) ||
+      ::pread(fd_, footer, sizeof footer, off_t(file_size_ - kFooterSize)) != ssize_t(sizeof footer))
+    fail("cannot read header or footer");
+  if (std::memcmp(header, kMagic, sizeof kMagic) != 0) fail("not a tezip archive (bad magic)");
+  std::uint32_t version, flags;
+  std::memcpy(&version, header + 8, 4);
+  std::memcpy(&flags, header + 12, 4);
+  if (version != kArchiveVersion)
+    fail("archive format version " + std::to_string(version) + " is not supported (this tezip reads " +
+         std::to_string(kArchiveVersion) + ")");
+  if (flags != 0) fail("unknown archive flags");
+  if (std::memcmp(footer + 24, kFooterMagic, sizeof kFooterMagic) != 0)
+    fail("footer missing: the archive is truncated or was not finished");
+  std::uint64_t index_offset, index_size, index_hash;
+  std::memcpy(&index_offset, footer, 8);
+  std::memcpy(&index_size, footer + 8, 8);
+  std::memcpy(&index_hash, footer + 16, 8);
+  const std::uint64_t index_end = file_size_ - kFooterSize;
+  if (index_offset < kHeaderSize || index_offset > index_end || index_size != index_end - index_offset)
+    fail("index location out of range");
+  std::vector<std::uint8_t> body(index_size);
+  if (::pread(fd_, body.data(), body.size(), off_t(index_offset)) != ssize_t(body.size())) fail("cannot read index");
+  if (hash_bytes(body) != index_hash) fail("index checksum mismatch (the archive is damaged)");
+  try {
+    index_ = parse_index(body, index_offset, limits);
+  } catch (const DataError& e) {
+    fail(e.what());
+  }
+}
+
+ArchiveReader::~ArchiveReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::vector<std::uint8_t> ArchiveReader::read_chunk(std::size_t i) const {
+  const auto& c = index_.chunks.at(i);
+  std::vector<std::uint8_t> bytes(c.size);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pread(fd_, bytes.data() + done, bytes.size() - done, off_t(c.offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw DataError(path_.string() + ": cannot read chunk " + std::to_string(i) + ": " + errno_text());
+    done += std::size_t(n);
+  }
+  if (hash_bytes(bytes) != c.hash)
+    throw DataError(path_.string() + ": chunk " + std::to_string(i) + " (sequence '" + index_.sequences[c.sequence].name +
+                    "', frames " + std::to_string(c.first_frame) + "-" + std::to_string(c.first_frame + c.frame_count - 1) +
+                    ") checksum mismatch");
+  return bytes;
+}
+
+}  // namespace tezip

@@ -1,0 +1,126 @@
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compressor/frame.hpp"
+#include "compressor/gop_codec.hpp"
+#include "predictor/predictor.hpp"
+
+namespace tezip {
+
+// The archive (layout in docs/format.md): a 16-byte header, chunks (one coded GOP each) appended
+// as they are coded, then the index and a 32-byte footer that points at it.
+inline constexpr std::uint32_t kArchiveVersion = 1;
+
+enum class GopKind : std::uint8_t { Static = 0, Dynamic = 1 };
+
+struct GopPolicy {
+  GopKind kind = GopKind::Static;
+  std::uint64_t size = 16;         // Static: frames per GOP; Dynamic: the longest GOP allowed
+  double mse_threshold = 0;        // Dynamic: a new key frame when the forecast's MSE passes this
+};
+
+struct ArchiveSettings {
+  CodingSettings coding;
+  PredictorIdentity predictor;
+  GopPolicy gop;
+  std::string writer = "tezip";  // tool and version that wrote the archive
+};
+
+struct FrameEntry {
+  std::string name;
+  std::string format;
+  std::uint64_t hash = 0;  // xxh64 of the decoded frame's planar uint16 pixels
+};
+
+struct SequenceEntry {
+  std::string name;
+  Geometry geometry;
+  std::vector<FrameEntry> frames;
+};
+
+struct ChunkEntry {
+  std::uint64_t sequence = 0;
+  std::uint64_t first_frame = 0;
+  std::uint64_t frame_count = 0;
+  std::uint64_t offset = 0;  // of the chunk's bytes in the file
+  std::uint64_t size = 0;
+  std::uint64_t hash = 0;    // xxh64 of the chunk's bytes
+  ChunkStats stats;
+};
+
+struct ArchiveIndex {
+  ArchiveSettings settings;
+  std::vector<SequenceEntry> sequences;
+  std::vector<ChunkEntry> chunks;  // sequence by sequence, frames in order: a GOP is found by bisection
+
+  std::uint64_t raw_bytes() const;
+  std::uint64_t frame_count() const;
+  // The chunk holding frame `frame` of sequence `sequence`; throws std::out_of_range.
+  std::size_t chunk_of(std::size_t sequence, std::size_t frame) const;
+};
+
+// Sanity limits a reader applies before it allocates anything the file asks for.
+struct ArchiveLimits {
+  std::uint64_t max_dimension = 1u << 16;
+  std::uint64_t max_frame_pixels = 1u << 28;
+  std::uint64_t max_chunk_pixels = std::uint64_t(1) << 31;
+};
+
+std::uint64_t hash_bytes(std::span<const std::uint8_t> bytes);
+std::uint64_t hash_pixels(std::span<const std::uint16_t> pixels);
+FrameShape shape_of(const Geometry& geometry);
+
+// Writes an archive under a temporary name beside `path`, renamed into place by finish(); a writer
+// destroyed before finish() removes the temporary file, so no partial archive is ever left.
+class ArchiveWriter {
+ public:
+  ArchiveWriter(std::filesystem::path path, bool overwrite);
+  ~ArchiveWriter();
+  ArchiveWriter(const ArchiveWriter&) = delete;
+  ArchiveWriter& operator=(const ArchiveWriter&) = delete;
+
+  // Appends a coded chunk; fills entry.offset, size and hash.
+  void append_chunk(std::span<const std::uint8_t> bytes, ChunkEntry& entry);
+  // Writes the index and footer, syncs, and renames into place. Returns the archive's size.
+  std::uint64_t finish(const ArchiveIndex& index);
+
+ private:
+  void write_all(std::span<const std::uint8_t> bytes);
+
+  std::filesystem::path path_, temporary_;
+  int fd_ = -1;
+  std::uint64_t position_ = 0;
+  bool overwrite_ = false;
+};
+
+// Opens an archive and validates its header, footer and index. Thread-safe: chunks are read with
+// pread and checked against their hash.
+class ArchiveReader {
+ public:
+  explicit ArchiveReader(const std::filesystem::path& path, const ArchiveLimits& limits = {});
+  ~ArchiveReader();
+  ArchiveReader(const ArchiveReader&) = delete;
+  ArchiveReader& operator=(const ArchiveReader&) = delete;
+
+  const ArchiveIndex& index() const { return index_; }
+  std::uint64_t file_size() const { return file_size_; }
+  const std::filesystem::path& path() const { return path_; }
+  // The bytes of chunk i, checked against the index's hash (DataError otherwise).
+  std::vector<std::uint8_t> read_chunk(std::size_t i) const;
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+  std::uint64_t file_size_ = 0;
+  ArchiveIndex index_;
+};
+
+// Serialized index, exposed for the fuzz target and tests.
+std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index);
+ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chunk_area_end, const ArchiveLimits& limits);
+
+}  // namespace tezip

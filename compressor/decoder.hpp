@@ -1,0 +1,64 @@
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compressor/archive.hpp"
+#include "compressor/encoder.hpp"
+#include "compressor/frame_writer.hpp"
+
+namespace tezip {
+
+// Random access to the GOPs of one archive: each decoded chunk is checked against the frame
+// checksums of the index. Thread-safe.
+class ArchiveDecoder {
+ public:
+  explicit ArchiveDecoder(const std::filesystem::path& path);
+  ~ArchiveDecoder();
+  const ArchiveIndex& index() const;
+  const ArchiveReader& reader() const;
+  // Frames of chunk i, planar, in order.
+  GopFrames decode_chunk(std::size_t i) const;
+
+ private:
+  std::unique_ptr<ArchiveReader> reader_;
+  std::unique_ptr<Predictor> predictor_;
+};
+
+struct DecompressOptions {
+  OutputFormat format = OutputFormat::Original;
+  unsigned threads = 0;
+  bool overwrite = false;
+  ProgressFn progress;
+};
+
+struct DecompressReport {
+  std::uint64_t frames = 0;
+  std::uint64_t raw_bytes = 0;
+  double seconds = 0;
+};
+
+// Restores every sequence into `output_dir` (one sub-folder per named sequence). The folder is
+// built under a temporary name and renamed into place only when complete.
+DecompressReport decompress(const std::filesystem::path& archive, const std::filesystem::path& output_dir,
+                            const DecompressOptions& options);
+
+struct VerifyReport {
+  std::uint64_t chunks = 0;
+  std::uint64_t frames = 0;
+  std::vector<std::string> failures;  // checksum or decode failures, one line each
+  // With --against: the comparison with the original frames.
+  bool compared = false;
+  double max_error = 0;
+  double psnr = 0;  // over all pixels, against each sequence's full range (inf when identical)
+  std::uint64_t pixels_out_of_bound = 0;
+  bool ok() const { return failures.empty() && pixels_out_of_bound == 0; }
+};
+
+VerifyReport verify(const std::filesystem::path& archive, const std::optional<std::filesystem::path>& original,
+                    unsigned threads, const ProgressFn& progress = {});
+
+}  // namespace tezip

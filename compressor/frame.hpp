@@ -1,0 +1,35 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tezip {
+
+enum class PixelType : std::uint8_t { U8 = 1, U16 = 2 };
+
+// Size and type shared by every frame of a sequence.
+struct Geometry {
+  std::uint32_t width = 0;
+  std::uint32_t height = 0;
+  std::uint32_t channels = 0;  // 1 (gray) or 3 (colour, stored in the source's channel order)
+  PixelType type = PixelType::U8;
+
+  std::size_t plane_size() const { return std::size_t(width) * height; }
+  std::size_t pixel_count() const { return plane_size() * channels; }
+  std::size_t raw_bytes() const { return pixel_count() * (type == PixelType::U8 ? 1 : 2); }
+  std::uint32_t max_value() const { return type == PixelType::U8 ? 255u : 65535u; }
+  bool operator==(const Geometry&) const = default;
+};
+
+// One frame: pixels in planar order (channel 0 plane, then channel 1, ...), whatever the
+// source's bit depth. `name` and `format` let the decoder give back the original files.
+struct Frame {
+  std::string name;    // file name relative to its sequence folder, e.g. "img_0007.png"
+  std::string format;  // original container: png, pgm, ppm, bmp, tiff, jpeg, video, npy
+  std::vector<std::uint16_t> pixels;
+};
+
+std::string to_string(PixelType type);
+
+}  // namespace tezip

@@ -1,0 +1,325 @@
+#include "compressor/gop_codec.hpp"
+
+#include <algorithm>
+
+#include "codecs/codec_error.hpp"
+#include "codecs/interval_quantizer.hpp"
+#include "codecs/linear_quantizer.hpp"
+#include "codecs/plane_transform.hpp"
+#include "compressor/byte_io.hpp"
+
+namespace tezip {
+namespace {
+
+using codecs::PlaneTransform;
+
+constexpr std::uint8_t kChunkVersion = 1;
+
+// Where one plane's symbols went, as recorded in the chunk header.
+struct PlaneRecord {
+  std::uint32_t tolerance = 0;
+  PlaneTransform transform = PlaneTransform::None;
+  std::uint64_t run_count = 0;  // interval-quantized planes only
+};
+
+// Everything a GOP's chunk holds, before and after entropy coding.
+struct GopSymbols {
+  std::vector<std::vector<PlaneRecord>> planes;  // [frame][channel]
+  std::vector<std::int32_t> symbols;             // linear planes, transformed, in coding order
+  std::vector<std::int32_t> run_values;
+  std::vector<std::uint32_t> run_lengths;
+  std::vector<std::uint16_t> literals;
+};
+
+bool frame_is_intra(const Predictor& predictor, std::size_t t) { return t == 0 || predictor.intra_only(); }
+
+codecs::PlaneBound plane_bound(const CodingSettings& settings, std::uint32_t tolerance, std::uint32_t max_value) {
+  codecs::PlaneBound b;
+  b.max_value = max_value;
+  if (settings.bound.pointwise()) {
+    b.pointwise_rel = settings.bound.rel;
+  } else {
+    b.tolerance = tolerance;
+  }
+  return b;
+}
+
+std::uint32_t plane_tolerance(const CodingSettings& settings, std::span<const std::uint16_t> plane,
+                              std::uint32_t max_value) {
+  if (settings.bound.pointwise() || settings.bound.mode == codecs::BoundMode::Lossless || plane.empty()) return 0;
+  const auto [lo, hi] = std::minmax_element(plane.begin(), plane.end());
+  return settings.bound.tolerance(*lo, *hi, max_value);
+}
+
+std::vector<std::uint32_t> zigzag_all(std::span<const std::int32_t> values) {
+  std::vector<std::uint32_t> out(values.size());
+  std::transform(values.begin(), values.end(), out.begin(), codecs::zigzag);
+  return out;
+}
+
+std::vector<std::uint8_t> serialize(const GopSymbols& g, const FrameShape& shape, const CodingSettings& settings,
+                                    ChunkStats& stats) {
+  ByteWriter out;
+  out.u8(kChunkVersion);
+  out.u8(std::uint8_t(settings.quantizer));
+  out.varint(g.planes.size());
+  for (const auto& frame : g.planes)
+    for (const auto& plane : frame) {
+      out.varint(plane.tolerance);
+      out.u8(std::uint8_t(plane.transform));
+      out.varint(plane.run_count);
+    }
+  codecs::SymbolCoderOptions options;
+  options.zstd_level = settings.zstd_level;
+  options.allow_adaptive = settings.adaptive_coder;
+  codecs::SymbolCoderStats coder_stats;
+  const auto symbols = codecs::encode_symbols(zigzag_all(g.symbols), shape.width, options, &coder_stats);
+  const auto values = codecs::encode_symbols(zigzag_all(g.run_values), 0, options);
+  const std::vector<std::uint32_t> lengths_minus_one = [&] {
+    std::vector<std::uint32_t> v(g.run_lengths.size());
+    std::transform(g.run_lengths.begin(), g.run_lengths.end(), v.begin(), [](std::uint32_t n) { return n - 1; });
+    return v;
+  }();
+  const auto lengths = codecs::encode_symbols(lengths_minus_one, 0, options);
+  const auto literals = codecs::encode_symbols(std::vector<std::uint32_t>(g.literals.begin(), g.literals.end()), 0, options);
+  out.blob(symbols);
+  out.blob(values);
+  out.blob(lengths);
+  out.varint(g.literals.size());
+  out.blob(literals);
+  stats.symbol_bytes = symbols.size();
+  stats.run_bytes = values.size() + lengths.size();
+  stats.literal_bytes = literals.size();
+  stats.literal_count = g.literals.size();
+  stats.coder = coder_stats.chosen;
+  return std::move(out.bytes());
+}
+
+}  // namespace
+
+double mean_squared_error(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b) {
+  if (a.size() != b.size() || a.empty()) return 0;
+  double sum = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    sum += d * d;
+  }
+  return sum / double(a.size());
+}
+
+std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape& shape,
+                                    std::span<const GopFrames* const> gops, const CodingSettings& settings) {
+  const std::size_t plane_size = std::size_t(shape.width) * shape.height;
+  std::vector<EncodedGop> encoded(gops.size());
+  std::vector<GopSymbols> coded(gops.size());
+  std::vector<std::unique_ptr<GopState>> states(gops.size());
+  std::vector<std::int32_t> plane_symbols(plane_size), transformed(plane_size);
+  std::size_t longest = 0;
+
+  auto code_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
+    const auto& frame = (*gops[g])[t];
+    const std::span<const std::uint16_t> plane(frame.data() + c * plane_size, plane_size);
+    std::span<std::uint16_t> recon(encoded[g].reconstruction[t].data() + c * plane_size, plane_size);
+    GopSymbols& s = coded[g];
+    PlaneRecord record;
+    record.tolerance = plane_tolerance(settings, plane, shape.max_value);
+    const auto bound = plane_bound(settings, record.tolerance, shape.max_value);
+    if (forecast.empty()) {
+      codecs::quantize_plane_intra(plane, shape.width, bound, plane_symbols, recon, s.literals);
+      s.symbols.insert(s.symbols.end(), plane_symbols.begin(), plane_symbols.end());
+    } else if (settings.quantizer == QuantizerKind::Interval && settings.bound.mode != codecs::BoundMode::Lossless) {
+      codecs::IntervalRuns runs;
+      codecs::interval_quantize(plane, forecast, bound, runs, recon);
+      record.run_count = runs.values.size();
+      s.run_values.insert(s.run_values.end(), runs.values.begin(), runs.values.end());
+      s.run_lengths.insert(s.run_lengths.end(), runs.lengths.begin(), runs.lengths.end());
+    } else {
+      codecs::quantize_plane(plane, forecast, bound, plane_symbols, recon, s.literals);
+      record.transform = codecs::choose_transform(plane_symbols, shape.width);
+      codecs::forward_transform(record.transform, plane_symbols, shape.width, transformed);
+      s.symbols.insert(s.symbols.end(), transformed.begin(), transformed.end());
+    }
+    s.planes[t].push_back(record);
+  };
+
+  for (std::size_t g = 0; g < gops.size(); ++g) {
+    const auto& frames = *gops[g];
+    if (frames.empty()) throw std::invalid_argument("empty GOP");
+    for (const auto& f : frames)
+      if (f.size() != shape.size()) throw std::invalid_argument("frame size differs from the GOP's shape");
+    longest = std::max(longest, frames.size());
+    encoded[g].reconstruction.assign(frames.size(), std::vector<std::uint16_t>(shape.size()));
+    coded[g].planes.resize(frames.size());
+    for (std::uint32_t c = 0; c < shape.channels; ++c) code_plane(g, 0, c, {});
+    states[g] = predictor.begin_gop(shape, encoded[g].reconstruction[0]);
+  }
+
+  std::vector<GopState*> active;
+  std::vector<std::size_t> active_index;
+  std::vector<std::vector<std::uint16_t>> forecasts;
+  for (std::size_t t = 1; t < longest; ++t) {
+    active.clear();
+    active_index.clear();
+    for (std::size_t g = 0; g < gops.size(); ++g)
+      if (gops[g]->size() > t) {
+        active.push_back(states[g].get());
+        active_index.push_back(g);
+      }
+    const bool intra = frame_is_intra(predictor, t);
+    if (!intra) {
+      forecasts.resize(active.size());
+      std::vector<std::span<std::uint16_t>> views;
+      for (auto& f : forecasts) {
+        f.resize(shape.size());
+        views.emplace_back(f);
+      }
+      predictor.forecast(active, views);
+    }
+    std::vector<std::span<const std::uint16_t>> observed;
+    for (std::size_t a = 0; a < active.size(); ++a) {
+      const std::size_t g = active_index[a];
+      for (std::uint32_t c = 0; c < shape.channels; ++c) {
+        std::span<const std::uint16_t> forecast;
+        if (!intra) forecast = std::span<const std::uint16_t>(forecasts[a].data() + c * plane_size, plane_size);
+        code_plane(g, t, c, forecast);
+      }
+      observed.emplace_back(encoded[g].reconstruction[t]);
+    }
+    predictor.observe(active, observed);
+  }
+
+  for (std::size_t g = 0; g < gops.size(); ++g) encoded[g].bytes = serialize(coded[g], shape, settings, encoded[g].stats);
+  return encoded;
+}
+
+std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape& shape,
+                                   std::span<const std::span<const std::uint8_t>> chunks,
+                                   std::span<const std::size_t> frame_counts, const CodingSettings& settings) {
+  if (chunks.size() != frame_counts.size()) throw std::invalid_argument("chunk and frame count lists differ");
+  const std::size_t plane_size = std::size_t(shape.width) * shape.height;
+  std::vector<GopSymbols> coded(chunks.size());
+  std::vector<GopFrames> frames(chunks.size());
+  std::vector<std::size_t> symbol_pos(chunks.size(), 0), run_pos(chunks.size(), 0);
+  std::vector<codecs::LiteralCursor> literals;
+  std::size_t longest = 0;
+
+  for (std::size_t g = 0; g < chunks.size(); ++g) {
+    ByteReader in(chunks[g], "chunk");
+    if (in.u8() != kChunkVersion) in.fail("unknown chunk version");
+    if (in.u8() != std::uint8_t(settings.quantizer)) in.fail("quantizer differs from the archive's");
+    const std::size_t count = in.varint();
+    if (count != frame_counts[g] || count == 0) in.fail("frame count differs from the index");
+    GopSymbols& s = coded[g];
+    s.planes.assign(count, std::vector<PlaneRecord>(shape.channels));
+    std::uint64_t symbol_count = 0, run_count = 0;
+    for (std::size_t t = 0; t < count; ++t)
+      for (auto& plane : s.planes[t]) {
+        plane.tolerance = std::uint32_t(in.varint(shape.max_value, "tolerance"));
+        const std::uint8_t transform = in.u8();
+        if (transform > std::uint8_t(PlaneTransform::Median)) in.fail("unknown plane transform");
+        plane.transform = PlaneTransform(transform);
+        plane.run_count = in.varint(plane_size, "run count");
+        const bool interval = !frame_is_intra(predictor, t) && settings.quantizer == QuantizerKind::Interval &&
+                              settings.bound.mode != codecs::BoundMode::Lossless;
+        if (interval) {
+          if (plane.run_count == 0 && plane_size > 0) in.fail("interval plane without runs");
+          run_count += plane.run_count;
+        } else {
+          if (plane.run_count != 0) in.fail("runs recorded for a plane without interval coding");
+          symbol_count += plane_size;
+        }
+      }
+    s.symbols.resize(symbol_count);
+    std::vector<std::uint32_t> scratch(symbol_count);
+    codecs::decode_symbols(in.blob(), shape.width, scratch);
+    std::transform(scratch.begin(), scratch.end(), s.symbols.begin(), codecs::unzigzag);
+    scratch.assign(run_count, 0);
+    codecs::decode_symbols(in.blob(), 0, scratch);
+    s.run_values.resize(run_count);
+    std::transform(scratch.begin(), scratch.end(), s.run_values.begin(), codecs::unzigzag);
+    s.run_lengths.resize(run_count);
+    codecs::decode_symbols(in.blob(), 0, s.run_lengths);
+    for (auto& n : s.run_lengths) {
+      if (n >= plane_size) in.fail("run longer than a plane");
+      n += 1;
+    }
+    const std::size_t literal_count = in.varint(count * shape.size(), "literal count");
+    scratch.assign(literal_count, 0);
+    codecs::decode_symbols(in.blob(), 0, scratch);
+    s.literals.resize(literal_count);
+    for (std::size_t i = 0; i < literal_count; ++i) {
+      if (scratch[i] > shape.max_value) in.fail("literal out of the pixel range");
+      s.literals[i] = std::uint16_t(scratch[i]);
+    }
+    in.expect_end();
+    literals.emplace_back(s.literals);
+    frames[g].assign(count, std::vector<std::uint16_t>(shape.size()));
+    longest = std::max(longest, count);
+  }
+
+  auto decode_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
+    GopSymbols& s = coded[g];
+    const PlaneRecord& record = s.planes[t][c];
+    std::span<std::uint16_t> recon(frames[g][t].data() + c * plane_size, plane_size);
+    const auto bound = plane_bound(settings, record.tolerance, shape.max_value);
+    if (record.run_count > 0) {
+      const std::span<const std::int32_t> values(s.run_values.data() + run_pos[g], record.run_count);
+      const std::span<const std::uint32_t> lengths(s.run_lengths.data() + run_pos[g], record.run_count);
+      codecs::interval_dequantize(values, lengths, forecast, shape.max_value, recon);
+      run_pos[g] += record.run_count;
+      return;
+    }
+    const std::span<std::int32_t> symbols(s.symbols.data() + symbol_pos[g], plane_size);
+    symbol_pos[g] += plane_size;
+    if (forecast.empty()) {
+      codecs::dequantize_plane_intra(symbols, shape.width, bound, recon, literals[g]);
+    } else {
+      codecs::inverse_transform(record.transform, symbols, shape.width);
+      codecs::dequantize_plane(symbols, forecast, bound, recon, literals[g]);
+    }
+  };
+
+  std::vector<std::unique_ptr<GopState>> states(chunks.size());
+  for (std::size_t g = 0; g < chunks.size(); ++g) {
+    for (std::uint32_t c = 0; c < shape.channels; ++c) decode_plane(g, 0, c, {});
+    states[g] = predictor.begin_gop(shape, frames[g][0]);
+  }
+  std::vector<GopState*> active;
+  std::vector<std::size_t> active_index;
+  std::vector<std::vector<std::uint16_t>> forecasts;
+  for (std::size_t t = 1; t < longest; ++t) {
+    active.clear();
+    active_index.clear();
+    for (std::size_t g = 0; g < chunks.size(); ++g)
+      if (frames[g].size() > t) {
+        active.push_back(states[g].get());
+        active_index.push_back(g);
+      }
+    const bool intra = frame_is_intra(predictor, t);
+    if (!intra) {
+      forecasts.resize(active.size());
+      std::vector<std::span<std::uint16_t>> views;
+      for (auto& f : forecasts) {
+        f.resize(shape.size());
+        views.emplace_back(f);
+      }
+      predictor.forecast(active, views);
+    }
+    std::vector<std::span<const std::uint16_t>> observed;
+    for (std::size_t a = 0; a < active.size(); ++a) {
+      const std::size_t g = active_index[a];
+      for (std::uint32_t c = 0; c < shape.channels; ++c) {
+        std::span<const std::uint16_t> forecast;
+        if (!intra) forecast = std::span<const std::uint16_t>(forecasts[a].data() + c * plane_size, plane_size);
+        decode_plane(g, t, c, forecast);
+      }
+      observed.emplace_back(frames[g][t]);
+    }
+    predictor.observe(active, observed);
+  }
+  for (std::size_t g = 0; g < chunks.size(); ++g)
+    if (!literals[g].exhausted()) throw DataError("chunk: unused escape literals");
+  return frames;
+}
+
+}  // namespace tezip

@@ -1,0 +1,53 @@
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "codecs/error_bound.hpp"
+#include "codecs/symbol_coder.hpp"
+#include "predictor/predictor.hpp"
+
+namespace tezip {
+
+enum class QuantizerKind : std::uint8_t { Linear = 0, Interval = 1 };
+
+// How residuals are turned into bytes; recorded in the archive and needed again to decode.
+struct CodingSettings {
+  codecs::ErrorBound bound;
+  QuantizerKind quantizer = QuantizerKind::Linear;
+  int zstd_level = 3;
+  bool adaptive_coder = true;
+};
+
+// Per-chunk statistics kept in the archive index for `tezip info`.
+struct ChunkStats {
+  std::uint64_t symbol_bytes = 0;   // bytes of the main symbol stream
+  std::uint64_t run_bytes = 0;      // interval quantizer runs (values and lengths)
+  std::uint64_t literal_bytes = 0;  // PwRel escapes
+  std::uint64_t literal_count = 0;
+  codecs::EntropyCoderKind coder = codecs::EntropyCoderKind::Zstd;
+};
+
+struct EncodedGop {
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::vector<std::uint16_t>> reconstruction;  // what the decoder will produce, frame by frame
+  ChunkStats stats;
+};
+
+using GopFrames = std::vector<std::vector<std::uint16_t>>;  // planar frames of one GOP, in order
+
+// Codes GOPs of one shape in lockstep, so the predictor forecasts frame t of all of them in one
+// call. The first frame of each GOP is its key frame, coded by the spatial (intra) coder.
+std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape& shape,
+                                    std::span<const GopFrames* const> gops, const CodingSettings& settings);
+
+// Decodes chunks produced by encode_gops; frame_counts[i] is what the archive index says chunk i
+// holds. Throws DataError or codecs::CodecError on damaged bytes.
+std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape& shape,
+                                   std::span<const std::span<const std::uint8_t>> chunks,
+                                   std::span<const std::size_t> frame_counts, const CodingSettings& settings);
+
+// Mean squared error between two frames: the dynamic window's key-frame test.
+double mean_squared_error(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b);
+
+}  // namespace tezip

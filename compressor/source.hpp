@@ -1,0 +1,33 @@
+#pragma once
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compressor/frame.hpp"
+
+namespace tezip {
+
+// The frames of one sequence, in order. Geometry is known once the source is open and every
+// frame must match it; a frame that does not raises InputError naming the file.
+class SequenceSource {
+ public:
+  virtual ~SequenceSource() = default;
+  // Sequence name: the sub-folder path relative to the dataset root ("" for a single sequence),
+  // or "seq_00003" for the N sequences of an (N,T,H,W) array.
+  virtual const std::string& name() const = 0;
+  virtual const Geometry& geometry() const = 0;
+  virtual std::size_t frame_count() const = 0;
+  // Frame `index` (0-based). Video sources only read forwards: indices must increase.
+  virtual Frame read(std::size_t index) = 0;
+};
+
+// Opens INPUT: a folder of frames, a folder whose sub-folders are sequences, a video file, or a
+// .npy array (T,H,W[,C]) or (N,T,H,W) of uint8/uint16. Throws InputError naming the file.
+std::vector<std::unique_ptr<SequenceSource>> open_sources(const std::filesystem::path& input);
+
+// Natural order for file names: "f2" < "f10".
+bool natural_less(const std::string& a, const std::string& b);
+
+}  // namespace tezip

@@ -1,0 +1,66 @@
+#pragma once
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <queue>
+#include <thread>
+#include <vector>
+
+namespace tezip {
+
+// A fixed set of worker threads running submitted jobs in order of submission.
+class ThreadPool {
+ public:
+  explicit ThreadPool(unsigned threads) {
+    for (unsigned i = 0; i < std::max(1u, threads); ++i) workers_.emplace_back([this] { run(); });
+  }
+  ~ThreadPool() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // Runs `job` on a worker; its result or exception arrives through the future.
+  template <class F>
+  auto submit(F job) -> std::future<decltype(job())> {
+    auto task = std::make_shared<std::packaged_task<decltype(job())()>>(std::move(job));
+    auto result = task->get_future();
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.emplace([task] { (*task)(); });
+    }
+    wake_.notify_one();
+    return result;
+  }
+
+  unsigned size() const { return unsigned(workers_.size()); }
+
+ private:
+  void run() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop();
+      }
+      job();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::queue<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace tezip

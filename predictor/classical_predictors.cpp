@@ -1,0 +1,86 @@
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
+#include "predictor/predictor.hpp"
+
+namespace tezip {
+namespace {
+
+// The last two reconstructed frames of a GOP; `older` is empty until two frames were seen.
+struct FrameHistory final : GopState {
+  FrameShape shape;
+  std::vector<std::uint16_t> last, older;
+};
+
+class HistoryPredictor : public Predictor {
+ public:
+  std::unique_ptr<GopState> begin_gop(const FrameShape& shape, std::span<const std::uint16_t> key_frame) const override {
+    auto state = std::make_unique<FrameHistory>();
+    state->shape = shape;
+    state->last.assign(key_frame.begin(), key_frame.end());
+    return state;
+  }
+
+  void observe(std::span<GopState* const> gops, std::span<const std::span<const std::uint16_t>> frames) const override {
+    for (std::size_t i = 0; i < gops.size(); ++i) {
+      auto& state = static_cast<FrameHistory&>(*gops[i]);
+      state.older.swap(state.last);
+      state.last.assign(frames[i].begin(), frames[i].end());
+    }
+  }
+};
+
+class PreviousFramePredictor final : public HistoryPredictor {
+ public:
+  PredictorIdentity identity() const override { return {"previous", "", ""}; }
+  void forecast(std::span<GopState* const> gops, std::span<const std::span<std::uint16_t>> forecasts) const override {
+    for (std::size_t i = 0; i < gops.size(); ++i) {
+      const auto& state = static_cast<const FrameHistory&>(*gops[i]);
+      std::copy(state.last.begin(), state.last.end(), forecasts[i].begin());
+    }
+  }
+};
+
+class LinearExtrapolationPredictor final : public HistoryPredictor {
+ public:
+  PredictorIdentity identity() const override { return {"linear", "", ""}; }
+  void forecast(std::span<GopState* const> gops, std::span<const std::span<std::uint16_t>> forecasts) const override {
+    for (std::size_t i = 0; i < gops.size(); ++i) {
+      const auto& state = static_cast<const FrameHistory&>(*gops[i]);
+      auto out = forecasts[i];
+      if (state.older.empty()) {  // second frame of a GOP: nothing to extrapolate from yet
+        std::copy(state.last.begin(), state.last.end(), out.begin());
+        continue;
+      }
+      const std::int32_t max_value = std::int32_t(state.shape.max_value);
+      for (std::size_t p = 0; p < out.size(); ++p)
+        out[p] = std::uint16_t(std::clamp(2 * std::int32_t(state.last[p]) - std::int32_t(state.older[p]), 0, max_value));
+    }
+  }
+};
+
+// Key frames only: the spatial (intra) coder handles every frame, so this never forecasts.
+class IntraOnlyPredictor final : public Predictor {
+ public:
+  PredictorIdentity identity() const override { return {"intra", "", ""}; }
+  bool intra_only() const override { return true; }
+  std::unique_ptr<GopState> begin_gop(const FrameShape&, std::span<const std::uint16_t>) const override {
+    return std::make_unique<FrameHistory>();
+  }
+  void forecast(std::span<GopState* const>, std::span<const std::span<std::uint16_t>>) const override {
+    throw std::logic_error("the intra predictor has no temporal forecast");
+  }
+  void observe(std::span<GopState* const>, std::span<const std::span<const std::uint16_t>>) const override {}
+};
+
+}  // namespace
+
+std::unique_ptr<Predictor> make_classical_predictor(const std::string& kind) {
+  if (kind == "intra") return std::make_unique<IntraOnlyPredictor>();
+  if (kind == "previous") return std::make_unique<PreviousFramePredictor>();
+  if (kind == "linear") return std::make_unique<LinearExtrapolationPredictor>();
+  throw std::invalid_argument("unknown predictor '" + kind + "' (intra, previous, linear)");
+}
+
+}  // namespace tezip

@@ -1,0 +1,53 @@
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace tezip {
+
+// The shape of the frames a predictor sees: planar channels of width x height integers.
+struct FrameShape {
+  std::uint32_t width = 0;
+  std::uint32_t height = 0;
+  std::uint32_t channels = 1;
+  std::uint32_t max_value = 255;
+  std::size_t size() const { return std::size_t(width) * height * channels; }
+};
+
+// What the archive records so that the decoder builds the same predictor (DESIGN.md §4, §6).
+struct PredictorIdentity {
+  std::string kind;            // "intra", "previous", "linear", "prednet"
+  std::string configuration;   // options that rebuild it (empty for classical predictors)
+  std::string weights_sha256;  // empty for predictors without weights
+};
+
+// Whatever a predictor remembers about one GOP: the frames seen so far, a recurrent state.
+class GopState {
+ public:
+  virtual ~GopState() = default;
+};
+
+// Forecasts each frame of a GOP from the frames before it. The caller alternates: `forecast`
+// frame t for a batch of GOPs, then `observe` the frames the decoder reconstructs (closed loop),
+// so encoder and decoder drive the predictor through identical calls. Batching GOPs lets a
+// network run them through one forward pass. Implementations are stateless apart from GopState
+// and may be shared between threads.
+class Predictor {
+ public:
+  virtual ~Predictor() = default;
+  virtual PredictorIdentity identity() const = 0;
+  // Intra-only predictors make every frame a key frame.
+  virtual bool intra_only() const { return false; }
+  // A new GOP whose key frame (reconstructed) is `key_frame`.
+  virtual std::unique_ptr<GopState> begin_gop(const FrameShape& shape, std::span<const std::uint16_t> key_frame) const = 0;
+  // forecasts[i] receives the forecast of the next frame of gops[i] (shape.size() values each).
+  virtual void forecast(std::span<GopState* const> gops, std::span<const std::span<std::uint16_t>> forecasts) const = 0;
+  // frames[i] is the reconstructed frame that follows in gops[i].
+  virtual void observe(std::span<GopState* const> gops, std::span<const std::span<const std::uint16_t>> frames) const = 0;
+};
+
+// "intra", "previous" (y[t-1]) or "linear" (2 y[t-1] - y[t-2], clamped). Throws std::invalid_argument.
+std::unique_ptr<Predictor> make_classical_predictor(const std::string& kind);
+
+}  // namespace tezip
