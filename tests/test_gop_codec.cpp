@@ -1,0 +1,158 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "compressor/gop_codec.hpp"
+
+using namespace tezip;
+using codecs::BoundMode;
+using codecs::ErrorBound;
+
+namespace {
+
+// A moving bright disc over a drifting gradient with sensor noise: what camera sequences look like.
+GopFrames moving_scene(const FrameShape& shape, std::size_t frames, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> noise(0, shape.max_value / 200.0);
+  GopFrames out;
+  for (std::size_t t = 0; t < frames; ++t) {
+    std::vector<std::uint16_t> f(shape.size());
+    for (std::uint32_t c = 0; c < shape.channels; ++c)
+      for (std::uint32_t y = 0; y < shape.height; ++y)
+        for (std::uint32_t x = 0; x < shape.width; ++x) {
+          double v = 0.3 + 0.3 * (x + 2.0 * t) / shape.width + 0.1 * c;
+          const double dx = x - (10.0 + 3 * t), dy = y - (12.0 + t);
+          if (dx * dx + dy * dy < 60) v = 0.9;
+          if (x < 4) v = 0;  // exact zeros: PwRel must keep them
+          v = v * shape.max_value + (v > 0 ? noise(rng) : 0);
+          f[(std::size_t(c) * shape.height + y) * shape.width + x] = std::uint16_t(std::clamp(v, 0.0, double(shape.max_value)));
+        }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+void check_bound(const ErrorBound& bound, const FrameShape& shape, const GopFrames& original, const GopFrames& decoded) {
+  const std::size_t plane = std::size_t(shape.width) * shape.height;
+  REQUIRE(original.size() == decoded.size());
+  for (std::size_t t = 0; t < original.size(); ++t)
+    for (std::uint32_t c = 0; c < shape.channels; ++c) {
+      const auto* x = original[t].data() + c * plane;
+      const auto* y = decoded[t].data() + c * plane;
+      const auto [lo, hi] = std::minmax_element(x, x + plane);
+      for (std::size_t p = 0; p < plane; ++p)
+        if (!bound.allows(x[p], y[p], *lo, *hi))
+          FAIL("frame " << t << " channel " << c << " pixel " << p << ": x=" << x[p] << " y=" << y[p] << " "
+                        << codecs::describe(bound));
+    }
+}
+
+GopFrames round_trip(const Predictor& predictor, const FrameShape& shape, const GopFrames& frames,
+                     const CodingSettings& settings) {
+  const GopFrames* gops[] = {&frames};
+  auto encoded = encode_gops(predictor, shape, gops, settings);
+  const std::span<const std::uint8_t> chunks[] = {encoded[0].bytes};
+  const std::size_t counts[] = {frames.size()};
+  auto decoded = decode_gops(predictor, shape, chunks, counts, settings);
+  REQUIRE(decoded[0] == encoded[0].reconstruction);  // the encoder's closed loop is the decoder's
+  return decoded[0];
+}
+
+}  // namespace
+
+TEST_CASE("lossless GOPs round trip bit for bit with every predictor", "[gop]") {
+  for (auto shape : {FrameShape{48, 40, 1, 255}, FrameShape{33, 21, 3, 255}, FrameShape{40, 32, 1, 65535}}) {
+    const auto frames = moving_scene(shape, 6, 1);
+    for (const char* kind : {"intra", "previous", "linear"}) {
+      const auto predictor = make_classical_predictor(kind);
+      for (bool adaptive : {false, true}) {
+        CodingSettings settings;
+        settings.adaptive_coder = adaptive;
+        INFO(kind << " " << shape.width << "x" << shape.height << "x" << shape.channels << " max " << shape.max_value);
+        REQUIRE(round_trip(*predictor, shape, frames, settings) == frames);
+      }
+    }
+  }
+}
+
+TEST_CASE("every error mode holds on every pixel, for a range of bounds", "[gop][bound]") {
+  const std::vector<ErrorBound> bounds = {
+      {BoundMode::Abs, 0.5, 0},     {BoundMode::Abs, 1, 0},       {BoundMode::Abs, 2, 0},
+      {BoundMode::Abs, 2.5, 0},     {BoundMode::Abs, 7.9, 0},     {BoundMode::Abs, 1000, 0},
+      {BoundMode::Rel, 0, 0.001},   {BoundMode::Rel, 0, 0.013},   {BoundMode::Rel, 0, 0.1},
+      {BoundMode::AbsRel, 3.3, 0.005}, {BoundMode::AbsRel, 1, 0.2},
+      {BoundMode::PwRel, 0, 0.001}, {BoundMode::PwRel, 0, 0.05},  {BoundMode::PwRel, 0, 0.37},
+  };
+  for (auto shape : {FrameShape{40, 30, 1, 255}, FrameShape{24, 20, 3, 255}, FrameShape{32, 24, 1, 65535}}) {
+    const auto frames = moving_scene(shape, 5, 2);
+    for (const char* kind : {"intra", "previous", "linear"}) {
+      const auto predictor = make_classical_predictor(kind);
+      for (auto quantizer : {QuantizerKind::Linear, QuantizerKind::Interval})
+        for (const auto& bound : bounds) {
+          CodingSettings settings;
+          settings.bound = bound;
+          settings.quantizer = quantizer;
+          INFO(kind << " " << codecs::describe(bound) << " quantizer " << int(quantizer) << " max " << shape.max_value
+                    << " channels " << shape.channels);
+          check_bound(bound, shape, frames, round_trip(*predictor, shape, frames, settings));
+        }
+    }
+  }
+}
+
+TEST_CASE("GOPs of different lengths are coded in one batch", "[gop]") {
+  const FrameShape shape{32, 24, 1, 255};
+  const auto a = moving_scene(shape, 5, 3), b = moving_scene(shape, 2, 4), c = moving_scene(shape, 1, 5);
+  const auto predictor = make_classical_predictor("linear");
+  CodingSettings settings;
+  settings.bound = {BoundMode::Abs, 2, 0};
+  const GopFrames* gops[] = {&a, &b, &c};
+  auto encoded = encode_gops(*predictor, shape, gops, settings);
+  std::vector<std::span<const std::uint8_t>> chunks;
+  for (auto& e : encoded) chunks.emplace_back(e.bytes);
+  const std::size_t counts[] = {5, 2, 1};
+  auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
+  for (std::size_t g = 0; g < 3; ++g) {
+    REQUIRE(decoded[g] == encoded[g].reconstruction);
+    // Batching changes nothing: each GOP alone codes to the same bytes.
+    const GopFrames* one[] = {gops[g]};
+    REQUIRE(encode_gops(*predictor, shape, one, settings)[0].bytes == encoded[g].bytes);
+  }
+}
+
+TEST_CASE("a chunk decoded with other settings or counts is refused", "[gop]") {
+  const FrameShape shape{16, 16, 1, 255};
+  const auto frames = moving_scene(shape, 3, 6);
+  const auto predictor = make_classical_predictor("previous");
+  CodingSettings settings;
+  const GopFrames* gops[] = {&frames};
+  auto encoded = encode_gops(*predictor, shape, gops, settings);
+  const std::span<const std::uint8_t> chunks[] = {encoded[0].bytes};
+  const std::size_t wrong_count[] = {4};
+  CHECK_THROWS(decode_gops(*predictor, shape, chunks, wrong_count, settings));
+  CodingSettings interval = settings;
+  interval.quantizer = QuantizerKind::Interval;
+  const std::size_t counts[] = {3};
+  CHECK_THROWS(decode_gops(*predictor, shape, chunks, counts, interval));
+}
+
+TEST_CASE("classical predictors forecast what they promise", "[predictor]") {
+  const FrameShape shape{4, 1, 1, 255};
+  const std::vector<std::uint16_t> f0 = {10, 100, 200, 250}, f1 = {20, 90, 230, 255};
+  auto check = [&](const char* kind, std::vector<std::uint16_t> expected) {
+    const auto p = make_classical_predictor(kind);
+    auto state = p->begin_gop(shape, f0);
+    GopState* states[] = {state.get()};
+    const std::span<const std::uint16_t> seen[] = {f1};
+    p->observe(states, seen);
+    std::vector<std::uint16_t> out(4);
+    const std::span<std::uint16_t> views[] = {out};
+    p->forecast(states, views);
+    CHECK(out == expected);
+  };
+  check("previous", f1);
+  check("linear", {30, 80, 255, 255});  // 2*f1 - f0, clamped to [0, 255]
+  CHECK(make_classical_predictor("intra")->intra_only());
+  CHECK_THROWS_AS(make_classical_predictor("oracle"), std::invalid_argument);
+}

@@ -1,0 +1,108 @@
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "codecs/codec_error.hpp"
+#include "codecs/error_bound.hpp"
+#include "codecs/linear_quantizer.hpp"
+
+using namespace tezip::codecs;
+
+namespace {
+
+std::vector<std::uint16_t> random_plane(std::size_t n, std::uint32_t max_value, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::uint16_t> v(n);
+  std::uniform_int_distribution<std::uint32_t> any(0, max_value);
+  for (auto& x : v) x = std::uint16_t(any(rng));
+  return v;
+}
+
+// A forecast near x, as a predictor would give, sometimes far off.
+std::vector<std::uint16_t> noisy_forecast(const std::vector<std::uint16_t>& x, std::uint32_t max_value, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> noise(0, 6);
+  std::vector<std::uint16_t> f(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    double v = x[i] + noise(rng) * (i % 17 == 0 ? 40 : 1);
+    f[i] = std::uint16_t(std::clamp(v, 0.0, double(max_value)));
+  }
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("linear quantizer keeps every pixel within a uniform tolerance", "[codecs][quantizer]") {
+  for (std::uint32_t max_value : {255u, 65535u}) {
+    const auto x = random_plane(4096, max_value, 1);
+    const auto f = noisy_forecast(x, max_value, 2);
+    for (std::uint32_t e : {0u, 1u, 2u, 3u, 7u, 100u}) {
+      PlaneBound bound{e, 0, max_value};
+      std::vector<std::int32_t> q(x.size());
+      std::vector<std::uint16_t> recon(x.size()), decoded(x.size()), literals;
+      quantize_plane(x, f, bound, q, recon, literals);
+      CHECK(literals.empty());
+      LiteralCursor cursor(literals);
+      dequantize_plane(q, f, bound, decoded, cursor);
+      REQUIRE(decoded == recon);
+      for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(std::abs(int(recon[i]) - int(x[i])) <= int(e));
+    }
+  }
+}
+
+TEST_CASE("linear quantizer honours pointwise relative bounds, zeros exact", "[codecs][quantizer]") {
+  for (double rel : {0.001, 0.01, 0.05, 0.25, 1.0}) {
+    auto x = random_plane(4096, 255, 3);
+    for (std::size_t i = 0; i < x.size(); i += 5) x[i] = 0;
+    const auto f = noisy_forecast(x, 255, 4);
+    PlaneBound bound{0, rel, 255};
+    std::vector<std::int32_t> q(x.size());
+    std::vector<std::uint16_t> recon(x.size()), decoded(x.size()), literals;
+    quantize_plane(x, f, bound, q, recon, literals);
+    LiteralCursor cursor(literals);
+    dequantize_plane(q, f, bound, decoded, cursor);
+    REQUIRE(cursor.exhausted());
+    REQUIRE(decoded == recon);
+    for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(std::abs(double(recon[i]) - double(x[i])) <= rel * x[i]);
+  }
+}
+
+TEST_CASE("intra quantizer round trips and holds bounds on key frames", "[codecs][quantizer]") {
+  const std::size_t width = 64;
+  auto x = random_plane(64 * 48, 65535, 5);
+  for (std::uint32_t e : {0u, 2u, 50u}) {
+    PlaneBound bound{e, 0, 65535};
+    std::vector<std::int32_t> q(x.size());
+    std::vector<std::uint16_t> recon(x.size()), decoded(x.size()), literals;
+    quantize_plane_intra(x, width, bound, q, recon, literals);
+    LiteralCursor cursor(literals);
+    dequantize_plane_intra(q, width, bound, decoded, cursor);
+    REQUIRE(decoded == recon);
+    for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(std::abs(int(recon[i]) - int(x[i])) <= int(e));
+    if (e == 0) REQUIRE(recon == x);
+  }
+}
+
+TEST_CASE("lossless residuals that leave the pixel range are rejected", "[codecs][quantizer]") {
+  std::vector<std::int32_t> q = {300};
+  std::vector<std::uint16_t> f = {10}, out(1), none;
+  LiteralCursor cursor(none);
+  CHECK_THROWS_AS(dequantize_plane(q, f, PlaneBound{0, 0, 255}, out, cursor), tezip::codecs::CodecError);
+  CHECK_THROWS_AS(dequantize_plane_intra(q, 1, PlaneBound{0, 0, 255}, out, cursor), tezip::codecs::CodecError);
+}
+
+TEST_CASE("error bounds: real bounds floor to integer tolerances", "[codecs][bound]") {
+  ErrorBound abs{BoundMode::Abs, 2.5, 0};
+  CHECK(abs.tolerance(0, 255, 255) == 2);
+  CHECK(abs.allows(10, 12, 0, 255));
+  CHECK_FALSE(abs.allows(10, 13, 0, 255));
+  ErrorBound rel{BoundMode::Rel, 0, 0.01};
+  CHECK(rel.tolerance(0, 250, 255) == 2);
+  CHECK(rel.tolerance(100, 100, 255) == 0);
+  ErrorBound absrel{BoundMode::AbsRel, 1.5, 0.1};
+  CHECK(absrel.tolerance(0, 255, 255) == 1);
+  CHECK(pointwise_tolerance(0.05, 0) == 0);
+  CHECK(pointwise_tolerance(0.05, 59) == 2);
+  CHECK(parse_bound_mode("pwrel") == BoundMode::PwRel);
+  CHECK_THROWS(parse_bound_mode("fuzzy"));
+}
