@@ -25,6 +25,13 @@ class SequenceSource {
 
 // Opens INPUT: a folder of frames, a folder whose sub-folders are sequences, a video file, or a
 // .npy array (T,H,W[,C]) or (N,T,H,W) of uint8/uint16. Throws InputError naming the file.
+// - Folder: image files (png, pgm, ppm, pnm, bmp, tif/tiff, jpg/jpeg, any case) directly inside
+//   make one sequence named ""; otherwise each sub-folder holding image files is a sequence named
+//   by its relative path ("cam1", "day2/cam1"). Natural order; hidden and other files are skipped.
+// - .npy (C order, '|u1' or '<u2'): 3-D is (T,H,W) gray; 4-D whose last dimension is 1 or 3 is
+//   (T,H,W,C); any other 4-D is (N,T,H,W), N gray sequences "seq_00000", ... Colour arrays keep
+//   their channel order (channel 0 is the first plane, written back as OpenCV's B).
+// - Any other file is opened as a video (OpenCV, FFmpeg first); frames are counted by decoding.
 std::vector<std::unique_ptr<SequenceSource>> open_sources(const std::filesystem::path& input);
 
 // Natural order for file names: "f2" < "f10".

@@ -1,0 +1,108 @@
+#include "compressor/frame_writer.hpp"
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <random>
+#include <system_error>
+#include <unistd.h>
+
+#include "compressor/errors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace tezip {
+namespace {
+
+// A frame name comes from an archive, which may be hostile: it must stay a plain file name inside `dir`.
+bool safe_file_name(const std::string& name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  for (char c : name) {
+    if (c == '/' || c == '\\' || c == '\0') return false;
+  }
+  return true;
+}
+
+// Formats whose OpenCV encoder keeps every pixel of this geometry exactly.
+bool keeps_pixels(const std::string& format, const Geometry& g) {
+  if (format == "png" || format == "pgm" || format == "ppm" || format == "tiff") return true;
+  if (format == "bmp") return g.type == PixelType::U8;  // BMP has no 16-bit mode
+  return false;
+}
+
+cv::Mat to_interleaved(const Frame& frame, const Geometry& g) {
+  const int depth = g.type == PixelType::U8 ? CV_8U : CV_16U;
+  cv::Mat m(int(g.height), int(g.width), CV_MAKETYPE(depth, int(g.channels)));
+  const std::size_t plane = g.plane_size();
+  const std::size_t c = g.channels;
+  const std::uint16_t* src = frame.pixels.data();
+  for (int y = 0; y < m.rows; ++y) {
+    const std::size_t row = std::size_t(y) * g.width;
+    if (g.type == PixelType::U8) {
+      std::uint8_t* p = m.ptr<std::uint8_t>(y);
+      for (std::size_t x = 0; x < g.width; ++x)
+        for (std::size_t k = 0; k < c; ++k) p[x * c + k] = std::uint8_t(src[k * plane + row + x]);
+    } else {
+      std::uint16_t* p = m.ptr<std::uint16_t>(y);
+      for (std::size_t x = 0; x < g.width; ++x)
+        for (std::size_t k = 0; k < c; ++k) p[x * c + k] = src[k * plane + row + x];
+    }
+  }
+  return m;
+}
+
+std::string temp_prefix() {
+  std::random_device rd;
+  std::uniform_int_distribution<unsigned long long> dist;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, ".tmp-%ld-%012llx-", static_cast<long>(::getpid()), dist(rd) & 0xffffffffffffULL);
+  return buf;
+}
+
+}  // namespace
+
+fs::path write_frame(const fs::path& dir, const Frame& frame, const Geometry& geometry, OutputFormat format) {
+  if (!safe_file_name(frame.name)) throw OutputError("unsafe frame name '" + frame.name + "' (not a plain file name)");
+  fs::path name(frame.name);
+  const bool original = format == OutputFormat::Original && keeps_pixels(frame.format, geometry);
+  if (!original) name.replace_extension(".png");
+  const fs::path target = dir / name;
+  const std::string file = target.string();
+
+  if ((geometry.channels != 1 && geometry.channels != 3) || geometry.width == 0 || geometry.height == 0 ||
+      geometry.width > (1u << 20) || geometry.height > (1u << 20)) {
+    throw OutputError(file + ": cannot write a frame of " + std::to_string(geometry.width) + "x" +
+                      std::to_string(geometry.height) + " with " + std::to_string(geometry.channels) + " channels");
+  }
+  if (frame.pixels.size() != geometry.pixel_count()) {
+    throw OutputError(file + ": the frame has " + std::to_string(frame.pixels.size()) + " values, its geometry needs " +
+                      std::to_string(geometry.pixel_count()));
+  }
+  if (geometry.type == PixelType::U8) {
+    for (std::uint16_t v : frame.pixels) {
+      if (v > 255) throw OutputError(file + ": an 8-bit frame holds the value " + std::to_string(v));
+    }
+  }
+
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw OutputError(dir.string() + ": cannot create the folder: " + ec.message());
+
+  // The temporary keeps the final extension because imwrite picks its encoder from it.
+  const fs::path temp = dir / (temp_prefix() + name.filename().string());
+  bool written = false;
+  std::string why = "the encoder failed";
+  try {
+    written = cv::imwrite(temp.string(), to_interleaved(frame, geometry));
+  } catch (const cv::Exception& e) {
+    why = e.what();
+  }
+  if (written) {
+    fs::rename(temp, target, ec);
+    if (!ec) return target;
+    why = ec.message();
+  }
+  fs::remove(temp, ec);
+  throw OutputError(file + ": cannot write: " + why);
+}
+
+}  // namespace tezip
