@@ -1,0 +1,32 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tezip::codecs {
+
+// Frequency-rank remapping: each symbol becomes its rank by frequency within one chunk (0 = most
+// frequent; ties go to the smaller symbol so the mapping is deterministic). Entropy coders then see
+// small numbers for likely symbols whatever the symbols' own values are.
+struct RankRemap {
+  std::vector<std::uint32_t> ranks;           // one per input symbol
+  std::vector<std::uint32_t> rank_to_symbol;  // distinct symbols, most frequent first
+};
+
+RankRemap rank_remap(std::span<const std::uint32_t> symbols);
+
+// Appends the rank -> symbol table in a compact self-delimiting form.
+void append_rank_table(std::span<const std::uint32_t> rank_to_symbol, std::vector<std::uint8_t>& out);
+
+// Reads a table written by append_rank_table starting at `pos` and advances `pos` past it. Throws
+// CodecError when the table is malformed, holds a symbol twice, or has more than `max_entries` entries.
+std::vector<std::uint32_t> read_rank_table(std::span<const std::uint8_t> bytes, std::size_t& pos,
+                                           std::size_t max_entries);
+
+// LEB128 varints, shared by the symbol coder's header and its zstd payload.
+void append_varint(std::uint64_t value, std::vector<std::uint8_t>& out);
+// Throws CodecError on a truncated or over-long (> 64-bit) varint.
+std::uint64_t read_varint(std::span<const std::uint8_t> bytes, std::size_t& pos);
+
+}  // namespace tezip::codecs

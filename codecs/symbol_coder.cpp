@@ -1,0 +1,146 @@
+#include "codecs/symbol_coder.hpp"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "codecs/codec_error.hpp"
+#include "codecs/range_coder.hpp"
+#include "codecs/rank_remap.hpp"
+
+// Layout: 1 byte coder kind, varint symbol count, rank table, payload to the end.
+// A chunk with fewer than two distinct symbols has an empty payload: the table says it all.
+
+namespace tezip::codecs {
+namespace {
+
+// Ranks below this take one byte in the zstd payload; larger ones an escape byte and a varint.
+constexpr std::uint32_t kEscape = 255;
+
+std::size_t varint_size(std::uint64_t v) {
+  std::size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+std::vector<std::uint8_t> encode_zstd(std::span<const std::uint32_t> ranks, int level) {
+  std::vector<std::uint8_t> bytes;
+  bytes.reserve(ranks.size());
+  for (std::uint32_t r : ranks) {
+    if (r < kEscape) {
+      bytes.push_back(static_cast<std::uint8_t>(r));
+    } else {
+      bytes.push_back(static_cast<std::uint8_t>(kEscape));
+      append_varint(r - kEscape, bytes);
+    }
+  }
+  std::vector<std::uint8_t> packed(ZSTD_compressBound(bytes.size()));
+  const std::size_t n = ZSTD_compress(packed.data(), packed.size(), bytes.data(), bytes.size(), level);
+  if (ZSTD_isError(n)) throw std::runtime_error(std::string("zstd: ") + ZSTD_getErrorName(n));
+  packed.resize(n);
+  return packed;
+}
+
+void decode_zstd(std::span<const std::uint8_t> payload, std::uint64_t alphabet_size, std::span<std::uint32_t> out) {
+  // The largest size a valid stream can decompress to; nothing in the frame is trusted beyond it.
+  const std::uint64_t max_rank = alphabet_size - 1;
+  const std::uint64_t per_rank = max_rank < kEscape ? 1 : 1 + varint_size(max_rank - kEscape);
+  const unsigned long long size = ZSTD_getFrameContentSize(payload.data(), payload.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size < out.size() ||
+      size > per_rank * out.size()) {
+    throw CodecError("zstd payload: bad frame header");
+  }
+  if (ZSTD_findFrameCompressedSize(payload.data(), payload.size()) != payload.size()) {
+    throw CodecError("zstd payload: truncated frame or trailing bytes");
+  }
+  std::vector<std::uint8_t> bytes(size);
+  const std::size_t got = ZSTD_decompress(bytes.data(), bytes.size(), payload.data(), payload.size());
+  if (ZSTD_isError(got) || got != bytes.size()) throw CodecError("zstd payload: corrupt frame");
+
+  std::size_t pos = 0;
+  const std::span<const std::uint8_t> view(bytes);
+  for (std::uint32_t& r : out) {
+    if (pos >= view.size()) throw CodecError("zstd payload: too few symbols");
+    const std::uint8_t b = view[pos++];
+    std::uint64_t rank = b;
+    if (b == kEscape) rank = kEscape + read_varint(view, pos);
+    if (rank >= alphabet_size) throw CodecError("zstd payload: rank outside the table");
+    r = static_cast<std::uint32_t>(rank);
+  }
+  if (pos != view.size()) throw CodecError("zstd payload: trailing bytes");
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols, std::size_t row_width,
+                                         const SymbolCoderOptions& options, SymbolCoderStats* stats) {
+  if (options.zstd_level < 1 || options.zstd_level > ZSTD_maxCLevel()) {
+    throw std::invalid_argument("encode_symbols: zstd level out of range");
+  }
+  const RankRemap remap = rank_remap(symbols);
+  std::vector<std::uint8_t> header;
+  header.push_back(static_cast<std::uint8_t>(EntropyCoderKind::Zstd));
+  append_varint(symbols.size(), header);
+  append_rank_table(remap.rank_to_symbol, header);
+
+  SymbolCoderStats local;
+  local.distinct_symbols = remap.rank_to_symbol.size();
+  std::vector<std::uint8_t> out;
+  if (remap.rank_to_symbol.size() < 2) {
+    out = std::move(header);
+  } else {
+    std::vector<std::uint8_t> zstd_payload = encode_zstd(remap.ranks, options.zstd_level);
+    local.zstd_bytes = header.size() + zstd_payload.size();
+    std::vector<std::uint8_t>* payload = &zstd_payload;
+    std::vector<std::uint8_t> adaptive_payload;
+    if (options.allow_adaptive) {
+      adaptive_payload = encode_adaptive(remap.ranks, row_width, remap.rank_to_symbol.size());
+      local.adaptive_bytes = header.size() + adaptive_payload.size();
+      // Ties go to zstd: it decodes faster.
+      if (adaptive_payload.size() < zstd_payload.size()) {
+        payload = &adaptive_payload;
+        local.chosen = EntropyCoderKind::Adaptive;
+        header[0] = static_cast<std::uint8_t>(EntropyCoderKind::Adaptive);
+      }
+    }
+    out = std::move(header);
+    out.insert(out.end(), payload->begin(), payload->end());
+  }
+  if (stats != nullptr) *stats = local;
+  return out;
+}
+
+void decode_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, std::span<std::uint32_t> out) {
+  if (bytes.empty()) throw CodecError("symbol stream: empty");
+  const std::uint8_t kind = bytes[0];
+  if (kind != static_cast<std::uint8_t>(EntropyCoderKind::Zstd) &&
+      kind != static_cast<std::uint8_t>(EntropyCoderKind::Adaptive)) {
+    throw CodecError("symbol stream: unknown coder kind");
+  }
+  std::size_t pos = 1;
+  const std::uint64_t count = read_varint(bytes, pos);
+  if (count != out.size()) throw CodecError("symbol stream: symbol count differs from the expected count");
+  const std::vector<std::uint32_t> table = read_rank_table(bytes, pos, out.size());
+  if (table.empty() != out.empty()) throw CodecError("symbol stream: rank table does not match the count");
+  const auto payload = bytes.subspan(pos);
+  if (table.size() < 2) {
+    if (!payload.empty()) throw CodecError("symbol stream: trailing bytes");
+    if (!table.empty()) std::fill(out.begin(), out.end(), table[0]);
+    return;
+  }
+  if (kind == static_cast<std::uint8_t>(EntropyCoderKind::Zstd)) {
+    decode_zstd(payload, table.size(), out);
+  } else {
+    decode_adaptive(payload, row_width, table.size(), out);
+  }
+  // Both decoders have checked every rank against the table size.
+  const std::uint32_t* t = table.data();
+  for (std::uint32_t& v : out) v = t[v];
+}
+
+}  // namespace tezip::codecs

@@ -1,0 +1,33 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tezip::codecs {
+
+enum class EntropyCoderKind : std::uint8_t { Zstd = 1, Adaptive = 2 };
+
+struct SymbolCoderOptions {
+  int zstd_level = 3;          // 1..22
+  bool allow_adaptive = true;  // try the adaptive context coder too and keep the smaller
+};
+
+struct SymbolCoderStats {
+  EntropyCoderKind chosen = EntropyCoderKind::Zstd;
+  std::size_t zstd_bytes = 0;      // whole output size the zstd path gave (0 if not tried)
+  std::size_t adaptive_bytes = 0;  // whole output size the adaptive path gave (0 if not tried)
+  std::size_t distinct_symbols = 0;
+};
+
+// Codes `symbols` laid out as rows of `row_width` (the context model uses the left and upper
+// neighbours; row_width == 0 means a 1-D stream). Output is self-describing (coder kind, count, rank table).
+std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols, std::size_t row_width,
+                                         const SymbolCoderOptions& options, SymbolCoderStats* stats = nullptr);
+
+// Decodes exactly `out.size()` symbols (the caller knows the count from its own header and passes the
+// same row_width). Throws CodecError on any inconsistency: truncated, trailing garbage, bad table,
+// count mismatch. Allocation is bounded by out.size() and the input size.
+void decode_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, std::span<std::uint32_t> out);
+
+}  // namespace tezip::codecs

@@ -1,0 +1,113 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "codecs/codec_error.hpp"
+#include "codecs/rank_remap.hpp"
+
+using namespace tezip::codecs;
+
+namespace {
+
+std::vector<std::uint32_t> table_round_trip(const std::vector<std::uint32_t>& table) {
+  std::vector<std::uint8_t> bytes;
+  append_rank_table(table, bytes);
+  std::size_t pos = 0;
+  auto back = read_rank_table(bytes, pos, table.size());
+  REQUIRE(pos == bytes.size());
+  return back;
+}
+
+}  // namespace
+
+TEST_CASE("rank remap orders by frequency, ties by smaller symbol", "[codecs]") {
+  const std::vector<std::uint32_t> symbols = {7, 3, 7, 9, 3, 7, 1, 9};
+  const RankRemap remap = rank_remap(symbols);
+  // 7 x3; 3 and 9 x2 (3 first); 1 x1.
+  REQUIRE(remap.rank_to_symbol == std::vector<std::uint32_t>{7, 3, 9, 1});
+  REQUIRE(remap.ranks == std::vector<std::uint32_t>{0, 1, 0, 2, 1, 0, 3, 2});
+}
+
+TEST_CASE("rank remap handles empty input and sparse huge symbols", "[codecs]") {
+  REQUIRE(rank_remap({}).ranks.empty());
+  std::vector<std::uint32_t> symbols = {0xFFFFFFFFu, 5, 0x80000000u, 5, 0xFFFFFFFFu, 5};
+  const RankRemap remap = rank_remap(symbols);
+  REQUIRE(remap.rank_to_symbol == std::vector<std::uint32_t>{5, 0xFFFFFFFFu, 0x80000000u});
+  for (std::size_t i = 0; i < symbols.size(); ++i) REQUIRE(remap.rank_to_symbol[remap.ranks[i]] == symbols[i]);
+  REQUIRE(table_round_trip(remap.rank_to_symbol) == remap.rank_to_symbol);
+}
+
+TEST_CASE("rank tables round trip, raw and compressed", "[codecs]") {
+  std::mt19937 rng(1);
+  for (std::size_t n : {1u, 2u, 47u, 48u, 255u, 256u, 70000u}) {
+    std::vector<std::uint32_t> symbols;
+    for (std::uint32_t s = 0; s < n; ++s) symbols.push_back(s * 3 + (rng() % 3 == 0 ? 1u : 0u));
+    std::shuffle(symbols.begin(), symbols.end(), rng);
+    REQUIRE(table_round_trip(symbols) == symbols);
+  }
+  // The typical residual table (0, 1, 2, ... in order) must cost about a byte per entry or less.
+  std::vector<std::uint32_t> identity(1000);
+  for (std::uint32_t i = 0; i < identity.size(); ++i) identity[i] = i;
+  std::vector<std::uint8_t> bytes;
+  append_rank_table(identity, bytes);
+  REQUIRE(bytes.size() < 100);
+}
+
+TEST_CASE("rank table decoding rejects malformed tables", "[codecs]") {
+  SECTION("duplicate symbol") {
+    std::vector<std::uint8_t> bytes;
+    append_rank_table(std::vector<std::uint32_t>{4, 4}, bytes);
+    std::size_t pos = 0;
+    REQUIRE_THROWS_AS(read_rank_table(bytes, pos, 10), CodecError);
+  }
+  SECTION("more entries than allowed") {
+    std::vector<std::uint8_t> bytes;
+    append_rank_table(std::vector<std::uint32_t>{1, 2, 3}, bytes);
+    std::size_t pos = 0;
+    REQUIRE_THROWS_AS(read_rank_table(bytes, pos, 2), CodecError);
+  }
+  SECTION("absurd size") {
+    std::vector<std::uint8_t> bytes;
+    append_varint(std::uint64_t{1} << 62, bytes);
+    bytes.push_back(0);
+    std::size_t pos = 0;
+    REQUIRE_THROWS_AS(read_rank_table(bytes, pos, std::size_t{1} << 63), CodecError);
+  }
+  SECTION("symbol beyond 32 bits") {
+    std::vector<std::uint8_t> bytes;
+    append_varint(1, bytes);
+    bytes.push_back(0);
+    append_varint(std::uint64_t{1} << 33, bytes);  // zigzag of 2^32
+    std::size_t pos = 0;
+    REQUIRE_THROWS_AS(read_rank_table(bytes, pos, 10), CodecError);
+  }
+  SECTION("unknown mode, truncation") {
+    std::vector<std::uint8_t> bytes;
+    std::vector<std::uint32_t> table(300);
+    for (std::uint32_t i = 0; i < table.size(); ++i) table[i] = i * 7;
+    append_rank_table(table, bytes);
+    for (std::size_t len = 0; len < bytes.size(); ++len) {
+      std::size_t pos = 0;
+      REQUIRE_THROWS_AS(read_rank_table(std::span(bytes).first(len), pos, 1000), CodecError);
+    }
+    bytes[1] = 7;
+    std::size_t pos = 0;
+    REQUIRE_THROWS_AS(read_rank_table(bytes, pos, 1000), CodecError);
+  }
+}
+
+TEST_CASE("varints round trip and reject overlong input", "[codecs]") {
+  for (std::uint64_t v : {std::uint64_t{0}, std::uint64_t{127}, std::uint64_t{128}, std::uint64_t{1} << 35, ~std::uint64_t{0}}) {
+    std::vector<std::uint8_t> bytes;
+    append_varint(v, bytes);
+    std::size_t pos = 0;
+    REQUIRE(read_varint(bytes, pos) == v);
+    REQUIRE(pos == bytes.size());
+  }
+  std::vector<std::uint8_t> overlong(11, 0xFF);
+  std::size_t pos = 0;
+  REQUIRE_THROWS_AS(read_varint(overlong, pos), CodecError);
+}

@@ -1,0 +1,191 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "codecs/codec_error.hpp"
+#include "codecs/range_coder.hpp"
+#include "codecs/rank_remap.hpp"
+#include "codecs/symbol_coder.hpp"
+
+using namespace tezip::codecs;
+
+namespace {
+
+std::uint32_t zigzag(int v) { return v >= 0 ? 2u * static_cast<std::uint32_t>(v) : 2u * static_cast<std::uint32_t>(-v) - 1; }
+
+// Residuals of a previous-frame predictor on a smooth, moving, noisy scene: what a GOP's residual
+// coder sees. Laid out as frames of rows of `width`.
+std::vector<std::uint32_t> video_residuals(int width, int height, int frames, double noise, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> gauss(0, 1);
+  auto render = [&](int t) {
+    std::vector<int> img(static_cast<std::size_t>(width * height));
+    for (int y = 0; y < height; ++y) {
+      for (int x = 0; x < width; ++x) {
+        double v = 110 + 30 * std::sin(x / 23.0 + t * 0.1) * std::cos(y / 31.0);
+        const double dx = x - width / 2.0 - 2 * t, dy = y - height / 2.0;
+        v += 80 * std::exp(-(dx * dx + dy * dy) / 400.0);
+        if (((x + 2 * t) / 16 + y / 16) % 5 == 0) v += 20;
+        v += noise * gauss(rng);
+        img[static_cast<std::size_t>(y * width + x)] = std::clamp(static_cast<int>(std::lround(v)), 0, 255);
+      }
+    }
+    return img;
+  };
+  std::vector<std::uint32_t> out;
+  auto prev = render(0);
+  for (int t = 1; t <= frames; ++t) {
+    auto cur = render(t);
+    for (std::size_t i = 0; i < cur.size(); ++i) out.push_back(zigzag(cur[i] - prev[i]));
+    prev = std::move(cur);
+  }
+  return out;
+}
+
+std::vector<std::uint32_t> round_trip(const std::vector<std::uint32_t>& symbols, std::size_t width,
+                                      const SymbolCoderOptions& options, SymbolCoderStats* stats = nullptr) {
+  const auto bytes = encode_symbols(symbols, width, options, stats);
+  std::vector<std::uint32_t> back(symbols.size());
+  decode_symbols(bytes, width, back);
+  return back;
+}
+
+void require_round_trip_both(const std::vector<std::uint32_t>& symbols, std::size_t width) {
+  SymbolCoderStats stats;
+  REQUIRE(round_trip(symbols, width, SymbolCoderOptions{.allow_adaptive = false}, &stats) == symbols);
+  REQUIRE(stats.adaptive_bytes == 0);
+  REQUIRE(stats.chosen == EntropyCoderKind::Zstd);
+  REQUIRE(round_trip(symbols, width, SymbolCoderOptions{}) == symbols);
+  // The adaptive path on its own, whether or not encode_symbols would pick it.
+  const RankRemap remap = rank_remap(symbols);
+  if (!remap.rank_to_symbol.empty()) {
+    const auto bytes = encode_adaptive(remap.ranks, width, remap.rank_to_symbol.size());
+    std::vector<std::uint32_t> back(symbols.size());
+    decode_adaptive(bytes, width, remap.rank_to_symbol.size(), back);
+    REQUIRE(back == remap.ranks);
+  }
+}
+
+std::vector<std::uint32_t> with_alphabet(std::size_t distinct, std::size_t count, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::uint32_t> symbols(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    // Every symbol at least once, then a skewed choice, so ranks are not a trivial permutation.
+    const std::size_t k = i < distinct ? i : std::min<std::size_t>(distinct - 1, rng() % distinct * (rng() % 4) / 3);
+    symbols[i] = static_cast<std::uint32_t>(k * 37 + 11);
+  }
+  std::shuffle(symbols.begin(), symbols.end(), rng);
+  return symbols;
+}
+
+}  // namespace
+
+TEST_CASE("symbol coder round trips edge cases", "[codecs]") {
+  require_round_trip_both({}, 0);
+  require_round_trip_both({42}, 0);
+  require_round_trip_both({0xFFFFFFFFu}, 1);
+  require_round_trip_both(std::vector<std::uint32_t>(5000, 9), 100);
+  require_round_trip_both({0, 0xFFFFFFFFu, 0, 0x12345678u}, 2);
+  // Empty and constant chunks cost only the header.
+  REQUIRE(encode_symbols({}, 0, {}).size() == 3);
+  REQUIRE(encode_symbols(std::vector<std::uint32_t>(100000, 3), 256, {}).size() < 10);
+}
+
+TEST_CASE("symbol coder round trips residuals and large values", "[codecs]") {
+  const auto residuals = video_residuals(96, 64, 3, 2.0, 1);
+  require_round_trip_both(residuals, 96);
+  require_round_trip_both(residuals, 0);
+  std::mt19937 rng(5);
+  std::vector<std::uint32_t> large(20000);
+  for (auto& v : large) v = rng() % (1u << 17);
+  require_round_trip_both(large, 200);
+}
+
+TEST_CASE("symbol coder round trips alphabets of many sizes", "[codecs]") {
+  for (std::size_t distinct : {1u, 2u, 255u, 256u, 257u, 70000u}) {
+    const auto symbols = with_alphabet(distinct, std::max<std::size_t>(distinct * 2, 3000), static_cast<unsigned>(distinct));
+    SymbolCoderStats stats;
+    REQUIRE(round_trip(symbols, 50, {}, &stats) == symbols);
+    REQUIRE(stats.distinct_symbols == distinct);
+    require_round_trip_both(symbols, 50);
+  }
+}
+
+TEST_CASE("adaptive coder wins on residuals, zstd on repetitive data", "[codecs]") {
+  const auto residuals = video_residuals(128, 128, 4, 2.0, 2);
+  SymbolCoderStats stats;
+  const auto bytes = encode_symbols(residuals, 128, {}, &stats);
+  REQUIRE(stats.chosen == EntropyCoderKind::Adaptive);
+  REQUIRE(stats.adaptive_bytes < stats.zstd_bytes * 95 / 100);
+  REQUIRE(bytes.size() == stats.adaptive_bytes);
+
+  // A long pattern repeated over and over is a dictionary coder's best case.
+  std::mt19937 rng(3);
+  std::vector<std::uint32_t> pattern(3000);
+  for (auto& v : pattern) v = rng() % 64;
+  std::vector<std::uint32_t> repetitive;
+  for (int i = 0; i < 30; ++i) repetitive.insert(repetitive.end(), pattern.begin(), pattern.end());
+  const auto rep_bytes = encode_symbols(repetitive, 0, {}, &stats);
+  REQUIRE(stats.chosen == EntropyCoderKind::Zstd);
+  REQUIRE(stats.zstd_bytes < stats.adaptive_bytes);
+  REQUIRE(rep_bytes.size() == stats.zstd_bytes);
+  std::vector<std::uint32_t> back(repetitive.size());
+  decode_symbols(rep_bytes, 0, back);
+  REQUIRE(back == repetitive);
+}
+
+TEST_CASE("symbol decoding rejects count mismatches and absurd headers", "[codecs]") {
+  const auto symbols = video_residuals(32, 16, 1, 2.0, 4);
+  const auto bytes = encode_symbols(symbols, 32, {});
+  std::vector<std::uint32_t> shorter(symbols.size() - 1), longer(symbols.size() + 1);
+  REQUIRE_THROWS_AS(decode_symbols(bytes, 32, shorter), CodecError);
+  REQUIRE_THROWS_AS(decode_symbols(bytes, 32, longer), CodecError);
+  std::vector<std::uint32_t> none;
+  REQUIRE_THROWS_AS(decode_symbols({}, 0, none), CodecError);
+
+  // A header claiming a table far larger than the count, or than the bytes could hold.
+  std::vector<std::uint8_t> absurd = {static_cast<std::uint8_t>(EntropyCoderKind::Zstd)};
+  append_varint(1000, absurd);
+  append_varint(std::uint64_t{1} << 40, absurd);
+  absurd.push_back(0);
+  std::vector<std::uint32_t> out(1000);
+  REQUIRE_THROWS_AS(decode_symbols(absurd, 0, out), CodecError);
+  absurd.resize(1 + 2);
+  append_varint(900, absurd);
+  absurd.push_back(0);
+  REQUIRE_THROWS_AS(decode_symbols(absurd, 0, out), CodecError);
+  // Unknown coder kind.
+  auto bad_kind = bytes;
+  bad_kind[0] = 3;
+  std::vector<std::uint32_t> back(symbols.size());
+  REQUIRE_THROWS_AS(decode_symbols(bad_kind, 32, back), CodecError);
+}
+
+TEST_CASE("symbol decoding survives truncation and corruption", "[codecs]") {
+  const auto symbols = video_residuals(24, 16, 2, 3.0, 6);
+  for (bool adaptive : {false, true}) {
+    const auto bytes = encode_symbols(symbols, 24, SymbolCoderOptions{.allow_adaptive = adaptive});
+    std::vector<std::uint32_t> back(symbols.size());
+    for (std::size_t len = 0; len < bytes.size(); ++len) {
+      REQUIRE_THROWS_AS(decode_symbols(std::span(bytes).first(len), 24, back), CodecError);
+    }
+    auto longer = bytes;
+    longer.push_back(0);
+    REQUIRE_THROWS_AS(decode_symbols(longer, 24, back), CodecError);
+    // A flipped byte must either be caught or decode to something; it must never crash.
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+      for (std::uint8_t flip : {std::uint8_t{0x01}, std::uint8_t{0x80}, std::uint8_t{0xFF}}) {
+        auto corrupt = bytes;
+        corrupt[i] ^= flip;
+        try {
+          decode_symbols(corrupt, 24, back);
+        } catch (const CodecError&) {
+        }
+      }
+    }
+  }
+}
