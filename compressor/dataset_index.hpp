@@ -1,0 +1,33 @@
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace tezip {
+
+// A dataset written as several archives (shards) by a batch job, listed in one JSON file
+// (format in docs/batch.md). Readers, `decompress`, `info` and `verify` accept it like one archive.
+struct ShardEntry {
+  std::string path;                    // archive path relative to the index file's folder
+  std::uint64_t size = 0;              // archive bytes
+  std::uint64_t hash = 0;              // XXH64 of the whole archive file
+  std::vector<std::string> sequences;  // sequence names, in the shard's order
+  std::uint64_t frames = 0;
+  std::uint64_t raw_bytes = 0;
+};
+
+struct DatasetIndex {
+  std::vector<ShardEntry> shards;
+};
+
+// True when `path` is a dataset index rather than an archive (cheap: looks at the first bytes).
+bool is_dataset_index(const std::filesystem::path& path);
+// Throws InputError / DataError with the file name on anything malformed.
+DatasetIndex read_dataset_index(const std::filesystem::path& path);
+// Written atomically (temporary name, then rename).
+void write_dataset_index(const std::filesystem::path& path, const DatasetIndex& index);
+// The archives an input names: the shards of a dataset index (absolute paths), or the archive itself.
+std::vector<std::filesystem::path> archive_paths(const std::filesystem::path& input);
+
+}  // namespace tezip
