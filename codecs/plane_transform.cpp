@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <vector>
 
 #include "codecs/codec_error.hpp"
@@ -56,21 +57,62 @@ void inverse_transform(PlaneTransform transform, std::span<std::int32_t> plane, 
     plane[i] = wrap_add(plane[i], predict(transform, plane.data(), i, x, width));
 }
 
-PlaneTransform choose_transform(std::span<const std::int32_t> plane, std::size_t width) {
+namespace {
+
+// Every fourth row is a fair sample of a plane's statistics at a quarter of the cost.
+std::size_t sample_step(std::size_t height) { return height >= 16 ? 4 : 1; }
+
+// Bits an order-0 coder would spend: the entropy of the values' magnitude classes (bit lengths
+// of the zigzagged values) plus the bits below each value's leading one. Unlike a plain sum of bit
+// lengths, it sees that many exact zeros are almost free.
+class CostEstimate {
+ public:
+  void add(std::int32_t v) {
+    const int bucket = std::bit_width(zigzag(v));
+    ++histogram_[bucket];
+    mantissa_bits_ += bucket > 1 ? bucket - 1 : 0;
+  }
+  std::uint64_t bits() const {
+    std::uint64_t n = 0;
+    for (auto c : histogram_) n += c;
+    double entropy = 0;
+    for (auto c : histogram_)
+      if (c) entropy -= double(c) * std::log2(double(c) / double(n));
+    return std::uint64_t(entropy) + mantissa_bits_;
+  }
+
+ private:
+  std::uint64_t histogram_[33] = {};
+  std::uint64_t mantissa_bits_ = 0;
+};
+
+}  // namespace
+
+std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t width) {
   check_width(plane.size(), width);
-  // Every fourth row is a fair sample of a plane's statistics at a quarter of the cost.
   const std::size_t height = plane.size() / width;
-  const std::size_t row_step = height >= 16 ? 4 : 1;
-  std::uint64_t cost[3] = {0, 0, 0};
+  CostEstimate cost;
+  for (std::size_t y = 0; y < height; y += sample_step(height))
+    for (std::size_t i = y * width; i < (y + 1) * width; ++i) cost.add(plane[i]);
+  return cost.bits();
+}
+
+TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width) {
+  check_width(plane.size(), width);
+  const std::size_t height = plane.size() / width;
+  const std::size_t row_step = sample_step(height);
+  CostEstimate cost[3];
   for (std::size_t y = 0; y < height; y += row_step)
     for (std::size_t x = 0, i = y * width; x < width; ++x, ++i) {
-      cost[0] += std::bit_width(zigzag(plane[i]));
-      cost[1] += std::bit_width(zigzag(wrap_sub(plane[i], predict(PlaneTransform::Left, plane.data(), i, x, width))));
-      cost[2] += std::bit_width(zigzag(wrap_sub(plane[i], predict(PlaneTransform::Median, plane.data(), i, x, width))));
+      cost[0].add(plane[i]);
+      cost[1].add(wrap_sub(plane[i], predict(PlaneTransform::Left, plane.data(), i, x, width)));
+      cost[2].add(wrap_sub(plane[i], predict(PlaneTransform::Median, plane.data(), i, x, width)));
     }
   // Ties keep the simpler transform.
-  const auto best = std::min_element(std::begin(cost), std::end(cost)) - std::begin(cost);
-  return PlaneTransform(best);
+  TransformChoice best{PlaneTransform::None, cost[0].bits()};
+  for (int t = 1; t < 3; ++t)
+    if (const auto bits = cost[t].bits(); bits < best.cost) best = {PlaneTransform(t), bits};
+  return best;
 }
 
 }  // namespace tezip::codecs

@@ -18,8 +18,15 @@ void forward_transform(PlaneTransform transform, std::span<const std::int32_t> p
 // In place; throws CodecError on a size that is not whole rows.
 void inverse_transform(PlaneTransform transform, std::span<std::int32_t> plane, std::size_t width);
 
-// The transform that leaves the fewest estimated bits (sum of bit lengths of the zigzagged values).
-PlaneTransform choose_transform(std::span<const std::int32_t> plane, std::size_t width);
+// The transform that leaves the fewest estimated bits (sum of bit lengths of the zigzagged values,
+// over a sample of rows), and that estimate.
+struct TransformChoice {
+  PlaneTransform transform = PlaneTransform::None;
+  std::uint64_t cost = 0;
+};
+TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width);
+// The same estimate for a plane coded as it is.
+std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t width);
 
 inline std::uint32_t zigzag(std::int32_t v) { return (std::uint32_t(v) << 1) ^ std::uint32_t(v >> 31); }
 inline std::int32_t unzigzag(std::uint32_t u) { return std::int32_t(u >> 1) ^ -std::int32_t(u & 1); }

@@ -14,11 +14,14 @@ namespace {
 using codecs::PlaneTransform;
 
 constexpr std::uint8_t kChunkVersion = 1;
+// The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
+// key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
+constexpr std::uint8_t kIntraPlane = 3;
 
 // Where one plane's symbols went, as recorded in the chunk header.
 struct PlaneRecord {
   std::uint32_t tolerance = 0;
-  PlaneTransform transform = PlaneTransform::None;
+  std::uint8_t mode = std::uint8_t(PlaneTransform::None);  // a PlaneTransform, or kIntraPlane
   std::uint64_t run_count = 0;  // interval-quantized planes only
 };
 
@@ -66,7 +69,7 @@ std::vector<std::uint8_t> serialize(const GopSymbols& g, const FrameShape& shape
   for (const auto& frame : g.planes)
     for (const auto& plane : frame) {
       out.varint(plane.tolerance);
-      out.u8(std::uint8_t(plane.transform));
+      out.u8(plane.mode);
       out.varint(plane.run_count);
     }
   codecs::SymbolCoderOptions options;
@@ -97,14 +100,14 @@ std::vector<std::uint8_t> serialize(const GopSymbols& g, const FrameShape& shape
 
 }  // namespace
 
-double mean_squared_error(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b) {
-  if (a.size() != b.size() || a.empty()) return 0;
+double mean_squared_error(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b, std::uint32_t max_value) {
+  if (a.size() != b.size() || a.empty() || max_value == 0) return 0;
   double sum = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
     const double d = double(a[i]) - double(b[i]);
     sum += d * d;
   }
-  return sum / double(a.size());
+  return sum / double(a.size()) / (double(max_value) * double(max_value));
 }
 
 std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape& shape,
@@ -113,7 +116,8 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   std::vector<EncodedGop> encoded(gops.size());
   std::vector<GopSymbols> coded(gops.size());
   std::vector<std::unique_ptr<GopState>> states(gops.size());
-  std::vector<std::int32_t> plane_symbols(plane_size), transformed(plane_size);
+  std::vector<std::int32_t> plane_symbols(plane_size), transformed(plane_size), intra_symbols(plane_size);
+  std::vector<std::uint16_t> intra_recon(plane_size), inter_literals, intra_literals;
   std::size_t longest = 0;
 
   auto code_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
@@ -134,10 +138,22 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
       s.run_values.insert(s.run_values.end(), runs.values.begin(), runs.values.end());
       s.run_lengths.insert(s.run_lengths.end(), runs.lengths.begin(), runs.lengths.end());
     } else {
-      codecs::quantize_plane(plane, forecast, bound, plane_symbols, recon, s.literals);
-      record.transform = codecs::choose_transform(plane_symbols, shape.width);
-      codecs::forward_transform(record.transform, plane_symbols, shape.width, transformed);
-      s.symbols.insert(s.symbols.end(), transformed.begin(), transformed.end());
+      inter_literals.clear();
+      intra_literals.clear();
+      codecs::quantize_plane(plane, forecast, bound, plane_symbols, recon, inter_literals);
+      const auto inter = codecs::choose_transform(plane_symbols, shape.width);
+      codecs::quantize_plane_intra(plane, shape.width, bound, intra_symbols, intra_recon, intra_literals);
+      if (codecs::estimate_cost(intra_symbols, shape.width) < inter.cost) {
+        record.mode = kIntraPlane;
+        std::copy(intra_recon.begin(), intra_recon.end(), recon.begin());
+        s.symbols.insert(s.symbols.end(), intra_symbols.begin(), intra_symbols.end());
+        s.literals.insert(s.literals.end(), intra_literals.begin(), intra_literals.end());
+      } else {
+        record.mode = std::uint8_t(inter.transform);
+        codecs::forward_transform(inter.transform, plane_symbols, shape.width, transformed);
+        s.symbols.insert(s.symbols.end(), transformed.begin(), transformed.end());
+        s.literals.insert(s.literals.end(), inter_literals.begin(), inter_literals.end());
+      }
     }
     s.planes[t].push_back(record);
   };
@@ -215,9 +231,8 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
     for (std::size_t t = 0; t < count; ++t)
       for (auto& plane : s.planes[t]) {
         plane.tolerance = std::uint32_t(in.varint(shape.max_value, "tolerance"));
-        const std::uint8_t transform = in.u8();
-        if (transform > std::uint8_t(PlaneTransform::Median)) in.fail("unknown plane transform");
-        plane.transform = PlaneTransform(transform);
+        plane.mode = in.u8();
+        if (plane.mode > kIntraPlane) in.fail("unknown plane mode");
         plane.run_count = in.varint(plane_size, "run count");
         const bool interval = !frame_is_intra(predictor, t) && settings.quantizer == QuantizerKind::Interval &&
                               settings.bound.mode != codecs::BoundMode::Lossless;
@@ -271,10 +286,10 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
     }
     const std::span<std::int32_t> symbols(s.symbols.data() + symbol_pos[g], plane_size);
     symbol_pos[g] += plane_size;
-    if (forecast.empty()) {
+    if (forecast.empty() || record.mode == kIntraPlane) {
       codecs::dequantize_plane_intra(symbols, shape.width, bound, recon, literals[g]);
     } else {
-      codecs::inverse_transform(record.transform, symbols, shape.width);
+      codecs::inverse_transform(PlaneTransform(record.mode), symbols, shape.width);
       codecs::dequantize_plane(symbols, forecast, bound, recon, literals[g]);
     }
   };

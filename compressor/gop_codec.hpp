@@ -47,7 +47,8 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
                                    std::span<const std::span<const std::uint8_t>> chunks,
                                    std::span<const std::size_t> frame_counts, const CodingSettings& settings);
 
-// Mean squared error between two frames: the dynamic window's key-frame test.
-double mean_squared_error(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b);
+// Mean squared error between two frames of pixels normalised to [0, 1], so that one threshold
+// means the same on 8- and 16-bit data: the dynamic window's key-frame test.
+double mean_squared_error(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b, std::uint32_t max_value);
 
 }  // namespace tezip

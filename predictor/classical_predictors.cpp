@@ -2,6 +2,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "predictor/motion_predictor.hpp"
 #include "predictor/predictor.hpp"
 
 namespace tezip {
@@ -80,7 +81,8 @@ std::unique_ptr<Predictor> make_classical_predictor(const std::string& kind) {
   if (kind == "intra") return std::make_unique<IntraOnlyPredictor>();
   if (kind == "previous") return std::make_unique<PreviousFramePredictor>();
   if (kind == "linear") return std::make_unique<LinearExtrapolationPredictor>();
-  throw std::invalid_argument("unknown predictor '" + kind + "' (intra, previous, linear)");
+  if (kind == "motion") return make_motion_predictor();
+  throw std::invalid_argument("unknown predictor '" + kind + "' (intra, previous, linear, motion)");
 }
 
 }  // namespace tezip

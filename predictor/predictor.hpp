@@ -47,7 +47,8 @@ class Predictor {
   virtual void observe(std::span<GopState* const> gops, std::span<const std::span<const std::uint16_t>> frames) const = 0;
 };
 
-// "intra", "previous" (y[t-1]) or "linear" (2 y[t-1] - y[t-2], clamped). Throws std::invalid_argument.
+// "intra", "previous" (y[t-1]), "linear" (2 y[t-1] - y[t-2], clamped) or "motion" (see
+// motion_predictor.hpp). Throws std::invalid_argument.
 std::unique_ptr<Predictor> make_classical_predictor(const std::string& kind);
 
 }  // namespace tezip

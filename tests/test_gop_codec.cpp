@@ -64,7 +64,7 @@ GopFrames round_trip(const Predictor& predictor, const FrameShape& shape, const 
 TEST_CASE("lossless GOPs round trip bit for bit with every predictor", "[gop]") {
   for (auto shape : {FrameShape{48, 40, 1, 255}, FrameShape{33, 21, 3, 255}, FrameShape{40, 32, 1, 65535}}) {
     const auto frames = moving_scene(shape, 6, 1);
-    for (const char* kind : {"intra", "previous", "linear"}) {
+    for (const char* kind : {"intra", "previous", "linear", "motion"}) {
       const auto predictor = make_classical_predictor(kind);
       for (bool adaptive : {false, true}) {
         CodingSettings settings;
@@ -86,7 +86,7 @@ TEST_CASE("every error mode holds on every pixel, for a range of bounds", "[gop]
   };
   for (auto shape : {FrameShape{40, 30, 1, 255}, FrameShape{24, 20, 3, 255}, FrameShape{32, 24, 1, 65535}}) {
     const auto frames = moving_scene(shape, 5, 2);
-    for (const char* kind : {"intra", "previous", "linear"}) {
+    for (const char* kind : {"intra", "previous", "linear", "motion"}) {
       const auto predictor = make_classical_predictor(kind);
       for (auto quantizer : {QuantizerKind::Linear, QuantizerKind::Interval})
         for (const auto& bound : bounds) {

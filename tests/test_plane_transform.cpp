@@ -30,8 +30,9 @@ TEST_CASE("choose_transform picks spatial prediction for smooth planes", "[codec
     ramp[i] = std::int32_t(i % width) * 3 + std::int32_t(i / width) * 2;
     noise[i] = std::int32_t(rng() % 3) - 1;
   }
-  CHECK(choose_transform(ramp, width) != PlaneTransform::None);
-  CHECK(choose_transform(noise, width) == PlaneTransform::None);
+  CHECK(choose_transform(ramp, width).transform != PlaneTransform::None);
+  CHECK(choose_transform(ramp, width).cost < estimate_cost(ramp, width));
+  CHECK(choose_transform(noise, width).transform == PlaneTransform::None);
   CHECK(zigzag(-1) == 1);
   CHECK(unzigzag(zigzag(INT32_MIN)) == INT32_MIN);
   std::vector<std::int32_t> bad(10);
