@@ -1,0 +1,608 @@
+// A damaged or hostile archive must give a clear DataError (never a crash, a wrong answer or an
+// unbounded allocation), and a failed run must leave no partial output behind (DESIGN.md §4).
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <optional>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "compressor/archive.hpp"
+#include "compressor/byte_io.hpp"
+#include "compressor/decoder.hpp"
+#include "compressor/encoder.hpp"
+#include "compressor/errors.hpp"
+#include "support/synthetic.hpp"
+#include "support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using namespace tezip;
+using Catch::Matchers::Contains;
+using Bytes = std::vector<std::uint8_t>;
+
+namespace {
+
+Bytes read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in);
+  return Bytes(std::istreambuf_iterator<char>(in), {});
+}
+
+// A fresh file every time: truncating one in place makes ext4 flush it on close, 25 times slower.
+void write_file(const fs::path& path, const Bytes& bytes) {
+  std::error_code ec;
+  fs::remove(path, ec);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  REQUIRE(out);
+}
+
+std::vector<std::string> listing(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The message of the E that `f` throws; fails the test on any other outcome.
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL("expected " << typeid(E).name() << ", got " << typeid(e).name() << ": " << e.what());
+  }
+  FAIL("expected " << typeid(E).name() << ", nothing was thrown");
+  return {};
+}
+
+// Opens the archive and decodes every chunk, each checked against its frame checksums.
+std::vector<GopFrames> decode_all(const fs::path& archive) {
+  const ArchiveDecoder decoder(archive);
+  std::vector<GopFrames> out;
+  for (std::size_t i = 0; i < decoder.index().chunks.size(); ++i) out.push_back(decoder.decode_chunk(i));
+  return out;
+}
+
+CompressOptions small_gops() {
+  CompressOptions o;
+  o.gop.size = 3;
+  o.threads = 1;
+  return o;
+}
+
+// A real archive of a two-sequence dataset: 8-bit gray (7 frames) and 16-bit colour (5 frames),
+// three frames per GOP, so five chunks.
+struct SampleArchive {
+  test::TempDir dir{"tezip-test-archive"};
+  fs::path data = dir / "data";
+  fs::path archive = dir / "sample.tzp";
+  Bytes bytes;
+
+  explicit SampleArchive(const CompressOptions& options = small_gops()) {
+    test::SyntheticSpec a;
+    a.width = 24, a.height = 16, a.frames = 7, a.seed = 1;
+    test::write_synthetic_sequence(data / "cam_a", a);
+    test::SyntheticSpec b;
+    b.width = 20, b.height = 12, b.frames = 5, b.channels = 3, b.bits = 16, b.seed = 2, b.noise = 0.5;
+    test::write_synthetic_sequence(data / "cam_b", b);
+    compress(data, archive, options);
+    bytes = read_file(archive);
+  }
+
+  std::uint64_t index_offset() const {
+    std::uint64_t v;
+    std::memcpy(&v, bytes.data() + bytes.size() - 32, 8);
+    return v;
+  }
+  ArchiveIndex index() const { return ArchiveReader(archive).index(); }
+
+  // This archive's header and chunks with `body` as its index, and a footer that vouches for it.
+  // `chunks` replaces this archive's own bytes before the index (same length).
+  Bytes with_index(const Bytes& body, const Bytes* chunks = nullptr) const {
+    const Bytes& source = chunks ? *chunks : bytes;
+    Bytes out(source.begin(), source.begin() + std::ptrdiff_t(index_offset()));
+    const std::uint64_t offset = out.size();
+    out.insert(out.end(), body.begin(), body.end());
+    ByteWriter footer;
+    footer.u64(offset);
+    footer.u64(body.size());
+    footer.u64(hash_bytes(body));
+    footer.raw("TZPINDEX", 8);
+    out.insert(out.end(), footer.bytes().begin(), footer.bytes().end());
+    return out;
+  }
+  Bytes with_index(const ArchiveIndex& index) const { return with_index(serialize_index(index)); }
+};
+
+// Replaces bytes [at, at + 1) of `body` with the varint `value`.
+Bytes splice_varint(Bytes body, std::size_t at, std::uint64_t value) {
+  ByteWriter w;
+  w.varint(value);
+  body.erase(body.begin() + std::ptrdiff_t(at));
+  body.insert(body.begin() + std::ptrdiff_t(at), w.bytes().begin(), w.bytes().end());
+  return body;
+}
+
+}  // namespace
+
+TEST_CASE("the sample archive decodes", "[archive]") {
+  const SampleArchive sample;
+  const auto index = sample.index();
+  REQUIRE(index.sequences.size() == 2);
+  REQUIRE(index.chunks.size() == 5);
+  const auto frames = decode_all(sample.archive);
+  REQUIRE(frames.size() == 5);
+  const auto report = verify(sample.archive, sample.data, 1);
+  CHECK(report.ok());
+  CHECK(report.max_error == 0);
+}
+
+TEST_CASE("a truncated archive is a DataError at any length", "[archive]") {
+  const SampleArchive sample;
+  const std::size_t size = sample.bytes.size();
+  const fs::path path = sample.dir / "cut.tzp";
+  for (std::size_t length : {std::size_t(0), std::size_t(1), std::size_t(15), std::size_t(16), std::size_t(17),
+                             std::size_t(47), std::size_t(48), std::size_t(49), size / 2, size - 33, size - 32,
+                             size - 31, size - 1}) {
+    CAPTURE(length, size);
+    write_file(path, Bytes(sample.bytes.begin(), sample.bytes.begin() + std::ptrdiff_t(length)));
+    const auto open = message_of<DataError>([&] { ArchiveReader reader(path); });
+    CHECK_THAT(open, Contains(path.string()));
+    CHECK((open.find("truncated") != std::string::npos || open.find("too small") != std::string::npos));
+    const auto checked = message_of<DataError>([&] { verify(path, std::nullopt, 1); });
+    CHECK(checked == open);
+  }
+}
+
+TEST_CASE("bytes cut from the middle or appended are a DataError", "[archive]") {
+  const SampleArchive sample;
+  const fs::path path = sample.dir / "damaged.tzp";
+  SECTION("a run of bytes removed from the chunk area") {
+    Bytes cut = sample.bytes;
+    cut.erase(cut.begin() + 100, cut.begin() + 150);
+    write_file(path, cut);
+    message_of<DataError>([&] { ArchiveReader reader(path); });
+  }
+  SECTION("garbage after the footer") {
+    Bytes longer = sample.bytes;
+    longer.insert(longer.end(), 7, 0x55);
+    write_file(path, longer);
+    CHECK_THAT(message_of<DataError>([&] { ArchiveReader reader(path); }), Contains("footer"));
+  }
+  SECTION("an archive concatenated with itself") {
+    Bytes twice = sample.bytes;
+    twice.insert(twice.end(), sample.bytes.begin(), sample.bytes.end());
+    write_file(path, twice);
+    message_of<DataError>([&] { decode_all(path); });
+  }
+}
+
+TEST_CASE("every flipped byte is detected", "[archive]") {
+  const SampleArchive sample;
+  const auto reference = decode_all(sample.archive);
+  const fs::path path = sample.dir / "flipped.tzp";
+  std::vector<std::size_t> silent, identical;
+  std::vector<std::string> unclear;
+  for (std::size_t i = 0; i < sample.bytes.size(); ++i) {
+    Bytes damaged = sample.bytes;
+    damaged[i] ^= 0xFF;
+    write_file(path, damaged);
+    try {
+      (decode_all(path) == reference ? identical : silent).push_back(i);
+    } catch (const DataError& e) {
+      if (std::string(e.what()).find(path.string()) == std::string::npos)
+        unclear.push_back("byte " + std::to_string(i) + ": " + e.what());
+    } catch (const std::exception& e) {
+      unclear.push_back("byte " + std::to_string(i) + ": " + typeid(e).name() + ": " + e.what());
+    }
+  }
+  INFO("archive of " << sample.bytes.size() << " bytes");
+  CHECK(silent.empty());  // decoded, but to different frames: the checksums failed
+  CHECK(unclear.empty());
+  // Every byte is under a checksum or a checked field, so no flip should even decode.
+  CHECK(identical.empty());
+  for (auto i : identical) UNSCOPED_INFO("flip at " << i << " passed");
+  for (const auto& u : unclear) UNSCOPED_INFO(u);
+}
+
+TEST_CASE("damaged chunk bytes with a forged checksum are caught by the decoder", "[archive]") {
+  // read_chunk's checksum stops random damage; this goes past it to test the decoder itself.
+  const SampleArchive sample;
+  const auto index = sample.index();
+  const auto reference = decode_all(sample.archive);
+  const fs::path path = sample.dir / "forged.tzp";
+  std::size_t caught = 0;
+  std::vector<std::string> problems;
+  for (std::size_t c = 0; c < index.chunks.size(); ++c) {
+    const auto& chunk = index.chunks[c];
+    for (std::size_t k = 0; k < chunk.size; ++k) {
+      Bytes damaged = sample.bytes;
+      damaged[chunk.offset + k] ^= 0xFF;
+      ArchiveIndex forged = index;
+      forged.chunks[c].hash =
+          hash_bytes(std::span<const std::uint8_t>(damaged.data() + chunk.offset, chunk.size));
+      write_file(path, sample.with_index(serialize_index(forged), &damaged));
+      try {
+        const ArchiveDecoder decoder(path);
+        if (decoder.decode_chunk(c) != reference[c]) problems.push_back("chunk " + std::to_string(c) + " byte " + std::to_string(k) + ": wrong frames");
+      } catch (const DataError&) {
+        ++caught;
+      } catch (const std::exception& e) {
+        problems.push_back("chunk " + std::to_string(c) + " byte " + std::to_string(k) + ": " + typeid(e).name() + ": " +
+                           e.what());
+      }
+    }
+  }
+  for (const auto& p : problems) UNSCOPED_INFO(p);
+  CHECK(problems.empty());
+  CHECK(caught > 0);
+}
+
+TEST_CASE("a foreign header is rejected by name", "[archive]") {
+  const SampleArchive sample;
+  const fs::path path = sample.dir / "header.tzp";
+  Bytes bytes = sample.bytes;
+  SECTION("wrong magic") {
+    bytes[0] = 'X';
+    write_file(path, bytes);
+    CHECK_THAT(message_of<DataError>([&] { ArchiveReader reader(path); }), Contains("magic"));
+  }
+  SECTION("a PNG file") {
+    const Bytes png = read_file(sample.data / "cam_a" / "frame_0000.png");
+    write_file(path, png);
+    const auto why = message_of<DataError>([&] { ArchiveReader reader(path); });
+    CHECK((why.find("magic") != std::string::npos || why.find("too small") != std::string::npos));
+  }
+  SECTION("version 2") {
+    bytes[8] = 2;
+    write_file(path, bytes);
+    const auto why = message_of<DataError>([&] { ArchiveReader reader(path); });
+    CHECK_THAT(why, Contains("version 2"));
+    CHECK_THAT(why, Contains("not supported"));
+  }
+  SECTION("version 0x01000001") {
+    bytes[11] = 1;
+    write_file(path, bytes);
+    CHECK_THAT(message_of<DataError>([&] { ArchiveReader reader(path); }), Contains("version"));
+  }
+  SECTION("nonzero flags") {
+    bytes[12] = 1;
+    write_file(path, bytes);
+    CHECK_THAT(message_of<DataError>([&] { ArchiveReader reader(path); }), Contains("flags"));
+  }
+  SECTION("footer magic") {
+    bytes[bytes.size() - 1] ^= 1;
+    write_file(path, bytes);
+    CHECK_THAT(message_of<DataError>([&] { ArchiveReader reader(path); }), Contains("footer"));
+  }
+}
+
+TEST_CASE("a hostile index is rejected before anything is allocated", "[archive]") {
+  const SampleArchive sample;
+  const ArchiveIndex base = sample.index();
+  const fs::path path = sample.dir / "hostile.tzp";
+  constexpr std::uint64_t kHuge = 1'000'000'000'000ull;
+
+  // Opens `file` and returns the DataError's message; parse_index on the same body must agree.
+  auto rejected = [&](const Bytes& file) {
+    write_file(path, file);
+    return message_of<DataError>([&] { ArchiveReader reader(path); });
+  };
+  auto rejected_index = [&](const ArchiveIndex& index) {
+    const auto body = serialize_index(index);
+    const auto direct = message_of<DataError>([&] { parse_index(body, sample.index_offset(), ArchiveLimits{}); });
+    const auto opened = rejected(sample.with_index(body));
+    CHECK_THAT(opened, Contains(direct));
+    CHECK_THAT(opened, Contains(path.string()));
+    return opened;
+  };
+
+  SECTION("the unmodified index is accepted") {
+    write_file(path, sample.with_index(base));
+    CHECK(decode_all(path).size() == base.chunks.size());
+  }
+  SECTION("a trillion sequences, frames or chunks declared") {
+    ArchiveIndex empty;
+    empty.settings = base.settings;
+    empty.settings.writer = "";
+    Bytes body = serialize_index(empty);  // ... writer length 0, sequence count 0, chunk count 0
+    REQUIRE(body.size() >= 3);
+    REQUIRE(body[body.size() - 3] == 0);
+    CHECK_THAT(rejected(sample.with_index(splice_varint(body, body.size() - 3, kHuge))), Contains("string length"));
+    CHECK_THAT(rejected(sample.with_index(splice_varint(body, body.size() - 2, kHuge))), Contains("sequence count"));
+    CHECK_THAT(rejected(sample.with_index(splice_varint(body, body.size() - 1, kHuge))), Contains("chunk count"));
+
+    ArchiveIndex one = empty;
+    one.sequences.push_back(base.sequences[0]);
+    one.sequences[0].frames.clear();
+    body = serialize_index(one);  // ... frame count 0, chunk count 0
+    REQUIRE(body[body.size() - 2] == 0);
+    CHECK_THAT(rejected(sample.with_index(splice_varint(body, body.size() - 2, kHuge))), Contains("frame count"));
+    CHECK_THAT(rejected(sample.with_index(splice_varint(body, body.size() - 2, ~std::uint64_t(0)))), Contains("frame count"));
+    // A varint that never ends.
+    Bytes endless = body;
+    endless.pop_back();
+    endless.pop_back();
+    endless.insert(endless.end(), 12, 0xFF);
+    CHECK_THAT(rejected(sample.with_index(endless)), Contains("varint"));
+  }
+  SECTION("absurd geometry") {
+    ArchiveIndex index = base;
+    SECTION("width 2^30") { index.sequences[0].geometry.width = 1u << 30; CHECK_THAT(rejected_index(index), Contains("size")); }
+    SECTION("height 0") { index.sequences[1].geometry.height = 0; CHECK_THAT(rejected_index(index), Contains("size")); }
+    SECTION("65536 x 65536") {
+      index.sequences[0].geometry.width = 65536;
+      index.sequences[0].geometry.height = 65536;
+      CHECK_THAT(rejected_index(index), Contains("too large"));
+    }
+    SECTION("4 channels") { index.sequences[1].geometry.channels = 4; CHECK_THAT(rejected_index(index), Contains("channel")); }
+    SECTION("pixel type 7") { index.sequences[0].geometry.type = PixelType(7); CHECK_THAT(rejected_index(index), Contains("pixel type")); }
+  }
+  SECTION("chunks out of place") {
+    ArchiveIndex index = base;
+    const std::uint64_t end = sample.index_offset();
+    SECTION("offset past the end") { index.chunks[2].offset = end * 4; CHECK_THAT(rejected_index(index), Contains("offset")); }
+    SECTION("offset at 2^63") { index.chunks[0].offset = std::uint64_t(1) << 63; CHECK_THAT(rejected_index(index), Contains("offset")); }
+    SECTION("size that wraps") { index.chunks[4].size = ~std::uint64_t(0) - 10; CHECK_THAT(rejected_index(index), Contains("offset")); }
+    SECTION("size past the index") { index.chunks[4].size += 1; CHECK_THAT(rejected_index(index), Contains("offset")); }
+    SECTION("overlapping the header") { index.chunks[0].offset = 0; CHECK_THAT(rejected_index(index), Contains("offset")); }
+    SECTION("overlapping the previous chunk") {
+      index.chunks[1].offset = index.chunks[0].offset;
+      CHECK_THAT(rejected_index(index), Contains("offset"));
+    }
+    SECTION("a trillion frames in a chunk") { index.chunks[0].frame_count = kHuge; CHECK_THAT(rejected_index(index), Contains("frame count")); }
+    SECTION("no frames in a chunk") { index.chunks[0].frame_count = 0; CHECK_THAT(rejected_index(index), Contains("frame count")); }
+    SECTION("sequence 99") { index.chunks[3].sequence = 99; CHECK_THAT(rejected_index(index), Contains("cover")); }
+    SECTION("first chunk missing") { index.chunks.erase(index.chunks.begin()); CHECK_THAT(rejected_index(index), Contains("cover")); }
+    SECTION("last chunk missing") { index.chunks.pop_back(); CHECK_THAT(rejected_index(index), Contains("cover")); }
+    SECTION("chunks swapped") {
+      std::swap(index.chunks[0], index.chunks[1]);
+      CHECK_THAT(rejected_index(index), Contains("cover"));
+    }
+    SECTION("unknown entropy coder") {
+      index.chunks[1].stats.coder = codecs::EntropyCoderKind(0);
+      CHECK_THAT(rejected_index(index), Contains("entropy coder"));
+    }
+  }
+  SECTION("names that would escape the output folder") {
+    ArchiveIndex index = base;
+    SECTION("sequence ../evil") { index.sequences[0].name = "../evil"; CHECK_THAT(rejected_index(index), Contains("unsafe sequence name")); }
+    SECTION("sequence a/../../b") { index.sequences[0].name = "a/../../b"; CHECK_THAT(rejected_index(index), Contains("unsafe")); }
+    SECTION("sequence /etc") { index.sequences[1].name = "/etc"; CHECK_THAT(rejected_index(index), Contains("unsafe")); }
+    SECTION("sequence with a NUL") { index.sequences[1].name = std::string("a\0b", 3); CHECK_THAT(rejected_index(index), Contains("unsafe")); }
+    SECTION("frame a/b") { index.sequences[0].frames[2].name = "a/b"; CHECK_THAT(rejected_index(index), Contains("unsafe frame name")); }
+    SECTION("frame ..") { index.sequences[1].frames[0].name = ".."; CHECK_THAT(rejected_index(index), Contains("unsafe frame name")); }
+    SECTION("frame without a name") { index.sequences[1].frames[4].name = ""; CHECK_THAT(rejected_index(index), Contains("unsafe frame name")); }
+  }
+  SECTION("settings out of range") {
+    ArchiveIndex index = base;
+    SECTION("error mode 9") { index.settings.coding.bound.mode = codecs::BoundMode(9); CHECK_THAT(rejected_index(index), Contains("error mode")); }
+    SECTION("NaN bound") {
+      index.settings.coding.bound.abs = std::numeric_limits<double>::quiet_NaN();
+      CHECK_THAT(rejected_index(index), Contains("bound"));
+    }
+    SECTION("negative bound") { index.settings.coding.bound.rel = -1; CHECK_THAT(rejected_index(index), Contains("bound")); }
+    SECTION("quantizer 5") { index.settings.coding.quantizer = QuantizerKind(5); CHECK_THAT(rejected_index(index), Contains("quantizer")); }
+    SECTION("GOP policy 7") { index.settings.gop.kind = GopKind(7); CHECK_THAT(rejected_index(index), Contains("GOP")); }
+    SECTION("a 10 KB writer name") { index.settings.writer.assign(10000, 'w'); CHECK_THAT(rejected_index(index), Contains("string length")); }
+  }
+  SECTION("trailing bytes after the index") {
+    Bytes body = serialize_index(base);
+    body.push_back(0);
+    CHECK_THAT(rejected(sample.with_index(body)), Contains("trailing"));
+  }
+  SECTION("an index cut short") {
+    Bytes body = serialize_index(base);
+    body.resize(body.size() / 2);
+    CHECK_THAT(rejected(sample.with_index(body)), Contains("archive index: "));
+  }
+  SECTION("a predictor this tezip does not have") {
+    ArchiveIndex index = base;
+    index.settings.predictor.kind = "prednet";
+    write_file(path, sample.with_index(index));
+    ArchiveReader reader(path);  // the index itself is fine
+    CHECK_THAT(message_of<DataError>([&] { ArchiveDecoder decoder(path); }), Contains("prednet"));
+  }
+  SECTION("settings that differ from the chunks'") {
+    ArchiveIndex index = base;
+    index.settings.coding.quantizer = QuantizerKind::Interval;
+    write_file(path, sample.with_index(index));
+    message_of<DataError>([&] { decode_all(path); });
+  }
+  SECTION("frame checksums that do not match") {
+    ArchiveIndex index = base;
+    index.sequences[1].frames[3].hash ^= 1;
+    write_file(path, sample.with_index(index));
+    const ArchiveDecoder decoder(path);
+    decoder.decode_chunk(3);
+    CHECK_THAT(message_of<DataError>([&] { decoder.decode_chunk(4); }), Contains("checksum"));
+    const auto report = verify(path, std::nullopt, 1);
+    CHECK(report.failures.size() == 1);
+    CHECK_FALSE(report.ok());
+  }
+}
+
+TEST_CASE("what is not an archive is an InputError", "[archive]") {
+  test::TempDir dir("tezip-test-archive");
+  SECTION("a missing file") {
+    const auto why = message_of<InputError>([&] { ArchiveReader reader(dir / "absent.tzp"); });
+    CHECK_THAT(why, Contains("absent.tzp"));
+    message_of<InputError>([&] { verify(dir / "absent.tzp", std::nullopt, 1); });
+    message_of<InputError>([&] { decompress(dir / "absent.tzp", dir / "out", {}); });
+    CHECK_FALSE(fs::exists(dir / "out"));
+  }
+  SECTION("a directory") {
+    const auto why = message_of<InputError>([&] { ArchiveReader reader(dir.path()); });
+    CHECK_THAT(why, Contains("not a regular file"));
+  }
+  SECTION("compressing a missing input") {
+    message_of<InputError>([&] { compress(dir / "absent", dir / "out.tzp", small_gops()); });
+    CHECK(listing(dir.path()).empty());
+  }
+}
+
+TEST_CASE("compress never leaves a partial or clobbered archive", "[archive]") {
+  const SampleArchive sample;
+  const fs::path out_dir = sample.dir / "out";
+  fs::create_directories(out_dir);
+  const fs::path target = out_dir / "result.tzp";
+  const Bytes precious = {'k', 'e', 'e', 'p'};
+
+  SECTION("an existing output without overwrite") {
+    write_file(target, precious);
+    CHECK_THAT(message_of<OutputError>([&] { compress(sample.data, target, small_gops()); }), Contains("exists"));
+    CHECK(read_file(target) == precious);
+    CHECK(listing(out_dir) == std::vector<std::string>{"result.tzp"});
+  }
+  SECTION("an existing output with overwrite") {
+    write_file(target, precious);
+    auto options = small_gops();
+    options.overwrite = true;
+    compress(sample.data, target, options);
+    CHECK(read_file(target) == sample.bytes);
+    CHECK(listing(out_dir) == std::vector<std::string>{"result.tzp"});
+  }
+  SECTION("a frame of a different size half-way through") {
+    test::SyntheticSpec odd;
+    odd.width = 30, odd.height = 10, odd.frames = 1, odd.prefix = "frame_0004_odd";
+    fs::copy(sample.data, sample.dir / "mixed", fs::copy_options::recursive);
+    test::write_synthetic_sequence(sample.dir / "mixed" / "cam_a", odd);
+    const auto why = message_of<InputError>([&] { compress(sample.dir / "mixed", target, small_gops()); });
+    CHECK_THAT(why, Contains("frame_0004_odd"));
+    CHECK(listing(out_dir).empty());
+  }
+  SECTION("an output folder that does not exist") {
+    message_of<OutputError>([&] { compress(sample.data, out_dir / "missing" / "x.tzp", small_gops()); });
+    CHECK(listing(out_dir).empty());
+  }
+}
+
+TEST_CASE("decompress never leaves a partial or clobbered folder", "[archive]") {
+  const SampleArchive sample;
+  const fs::path out_dir = sample.dir / "out";
+  fs::create_directories(out_dir);
+  const fs::path target = out_dir / "restored";
+
+  SECTION("a complete run") {
+    decompress(sample.archive, target, {});
+    CHECK(listing(target) == std::vector<std::string>{"cam_a", "cam_b"});
+    CHECK(listing(target / "cam_b") == listing(sample.data / "cam_b"));
+    CHECK(listing(out_dir) == std::vector<std::string>{"restored"});
+  }
+  SECTION("an existing folder without overwrite") {
+    fs::create_directories(target);
+    write_file(target / "marker", {1});
+    CHECK_THAT(message_of<OutputError>([&] { decompress(sample.archive, target, {}); }), Contains("exists"));
+    CHECK(listing(target) == std::vector<std::string>{"marker"});
+    CHECK(listing(out_dir) == std::vector<std::string>{"restored"});
+  }
+  SECTION("an existing folder with overwrite") {
+    fs::create_directories(target);
+    write_file(target / "marker", {1});
+    DecompressOptions options;
+    options.overwrite = true;
+    decompress(sample.archive, target, options);
+    CHECK(listing(target) == std::vector<std::string>{"cam_a", "cam_b"});
+    CHECK(listing(out_dir) == std::vector<std::string>{"restored"});
+  }
+  SECTION("a damaged archive") {
+    const auto index = sample.index();
+    Bytes damaged = sample.bytes;
+    damaged[index.chunks[3].offset + index.chunks[3].size / 2] ^= 0x10;  // the fourth of five chunks
+    const fs::path path = sample.dir / "damaged.tzp";
+    write_file(path, damaged);
+    for (unsigned threads : {1u, 2u}) {
+      DecompressOptions options;
+      options.threads = threads;
+      CHECK_THAT(message_of<DataError>([&] { decompress(path, target, options); }), Contains("checksum mismatch"));
+      CHECK(listing(out_dir).empty());
+    }
+  }
+}
+
+namespace {
+
+// Runs `body` in a child process whose files may not grow past `limit` bytes (write() then fails
+// with EFBIG, as on a full disk). Returns the OutputError's message, or a line saying what went wrong.
+template <class F>
+std::string in_small_filesystem(std::uint64_t limit, F&& body) {
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(pipe_fds[0]);
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit small{limit, limit};
+    std::string result;
+    if (::setrlimit(RLIMIT_FSIZE, &small) != 0) {
+      result = "setrlimit failed";
+    } else {
+      try {
+        body();
+        result = "no error";
+      } catch (const OutputError& e) {
+        result = std::string("OutputError: ") + e.what();
+      } catch (const std::exception& e) {
+        result = std::string("other: ") + typeid(e).name() + ": " + e.what();
+      }
+    }
+    [[maybe_unused]] const auto n = ::write(pipe_fds[1], result.data(), result.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string result;
+  char buf[512];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buf, sizeof buf)) > 0;) result.append(buf, std::size_t(n));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "child died, status " + std::to_string(status);
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("a full disk during compress is an OutputError and leaves nothing behind", "[archive]") {
+  const SampleArchive sample;
+  const fs::path out_dir = sample.dir / "out";
+  fs::create_directories(out_dir);
+  REQUIRE(sample.bytes.size() > 2048);
+
+  const auto result = in_small_filesystem(1024, [&] { compress(sample.data, out_dir / "full.tzp", small_gops()); });
+  CHECK_THAT(result, Contains("OutputError: "));
+  CHECK_THAT(result, Contains("full.tzp"));
+  CHECK_THAT(result, Contains("write failed"));
+  CHECK_THAT(result, Contains(std::strerror(EFBIG)));
+  CHECK(listing(out_dir).empty());
+}
+
+// Known bug: write_frame trusts cv::imwrite's return value, which does not report failed writes, so
+// decompress on a full disk exits 0 with truncated frames. Drop [!mayfail] once frame_writer.cpp
+// checks its writes.
+TEST_CASE("a full disk during decompress is an OutputError and leaves nothing behind", "[archive][!mayfail]") {
+  const SampleArchive sample;
+  const fs::path out_dir = sample.dir / "out";
+  fs::create_directories(out_dir);
+  DecompressOptions options;
+  options.threads = 1;
+  const auto result = in_small_filesystem(256, [&] { decompress(sample.archive, out_dir / "restored", options); });
+  CHECK_THAT(result, Contains("OutputError: "));
+  CHECK_THAT(result, Contains("restored"));
+  CHECK(listing(out_dir).empty());
+}
