@@ -7,7 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES=(build-essential cmake pkg-config libzstd-dev libxxhash-dev libopencv-dev libcxxopts-dev catch2
-          zstd xz-utils ffmpeg clang libclang-rt-14-dev)
+          nlohmann-json3-dev libopenmpi-dev openmpi-bin             # batch jobs (MPI optional at build time)
+          pybind11-dev python3-dev python3-numpy                    # the Python loader module
+          libtorch-dev python3-torch                                # libtorch adapter, tezip.torch
+          zstd xz-utils ffmpeg clang libclang-rt-14-dev)            # peers in tests/benchmarks, fuzzing
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,8 +1,9 @@
-// Micro-benchmark for codecs/symbol_coder: sizes (bits/symbol) and decode speeds of both coders on
-// synthetic residual data. Times are thread CPU time, so a busy machine skews them less. Not built by
-// default; from the repository root:
+// Micro-benchmark for codecs/symbol_coder: sizes (bits/symbol) and decode speeds of the three coders
+// on synthetic residual data. Each coder's stream is built and decoded through decode_symbols (so the
+// rank -> symbol remap is included) whether or not encode_symbols would have chosen it. Times are
+// thread CPU time, so a busy machine skews them less. Not built by default; from the repository root:
 //   g++ -std=c++20 -O2 -I. bench/symbol_coder_bench.cpp codecs/rank_remap.cpp codecs/range_coder.cpp
-//       codecs/symbol_coder.cpp -lzstd -o symbol_coder_bench
+//       codecs/rans_coder.cpp codecs/symbol_coder.cpp -lzstd -o symbol_coder_bench
 #include <algorithm>
 #include <ctime>
 #include <cmath>
@@ -11,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "codecs/range_coder.hpp"
+#include "codecs/rank_remap.hpp"
+#include "codecs/rans_coder.hpp"
 #include "codecs/symbol_coder.hpp"
 
 using namespace tezip::codecs;
@@ -90,6 +94,18 @@ double seconds_per_decode(const std::vector<std::uint8_t>& bytes, std::size_t wi
   return best;
 }
 
+// The stream encode_symbols writes when it picks `kind` (Rans or Adaptive), built whatever it would pick.
+std::vector<std::uint8_t> forced_stream(const std::vector<std::uint32_t>& symbols, std::size_t width, EntropyCoderKind kind) {
+  const RankRemap remap = rank_remap(symbols);
+  std::vector<std::uint8_t> out{static_cast<std::uint8_t>(kind)};
+  append_varint(symbols.size(), out);
+  append_rank_table(remap.rank_to_symbol, out);
+  const auto payload = kind == EntropyCoderKind::Rans ? encode_rans(remap.ranks, width, remap.rank_to_symbol.size())
+                                                      : encode_adaptive(remap.ranks, width, remap.rank_to_symbol.size());
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+
 }  // namespace
 
 int main() {
@@ -101,24 +117,30 @@ int main() {
       {"laplace x1", laplacian(512, 512, 8, 1.0, 4), 512},
       {"laplace x30", laplacian(512, 512, 8, 30.0, 5), 512},
   };
-  std::printf("%-14s %9s %8s %8s %8s | %10s %10s %10s\n", "data", "symbols", "zstd3", "zstd19", "adaptive",
-              "dec zstd", "dec adapt", "enc both");
+  std::printf("%-12s %8s %7s %7s %7s %7s | %8s %8s %8s | %8s %8s  (bits/symbol | M symbols/s)\n", "data", "symbols",
+              "zstd3", "zstd19", "rans", "adapt", "dec zstd", "dec rans", "dec adpt", "enc rans", "enc all");
   for (const auto& set : sets) {
     std::vector<std::uint32_t> out(set.symbols.size());
     const double n = static_cast<double>(set.symbols.size());
-    const auto zstd3 = encode_symbols(set.symbols, set.width, {.zstd_level = 3, .allow_adaptive = false});
-    const auto zstd19 = encode_symbols(set.symbols, set.width, {.zstd_level = 19, .allow_adaptive = false});
-    const double t0 = cpu_seconds();
-    SymbolCoderStats stats;
-    const auto both = encode_symbols(set.symbols, set.width, {}, &stats);
-    const double enc = cpu_seconds() - t0;
+    const SymbolCoderOptions zstd_only{.zstd_level = 3, .allow_adaptive = false, .allow_rans = false};
+    const auto zstd3 = encode_symbols(set.symbols, set.width, zstd_only);
+    const auto zstd19 = encode_symbols(set.symbols, set.width, {.zstd_level = 19, .allow_adaptive = false, .allow_rans = false});
+    double t0 = cpu_seconds();
+    const auto rans = forced_stream(set.symbols, set.width, EntropyCoderKind::Rans);
+    const double enc_rans = cpu_seconds() - t0;
+    const auto adaptive = forced_stream(set.symbols, set.width, EntropyCoderKind::Adaptive);
+    t0 = cpu_seconds();
+    encode_symbols(set.symbols, set.width, {});
+    const double enc_all = cpu_seconds() - t0;
     const double dz = seconds_per_decode(zstd3, set.width, out);
     if (out != set.symbols) return 1;
-    const double da = stats.chosen == EntropyCoderKind::Adaptive ? seconds_per_decode(both, set.width, out) : 0;
+    const double dr = seconds_per_decode(rans, set.width, out);
     if (out != set.symbols) return 1;
-    std::printf("%-14s %9zu %8.4f %8.4f %8.4f | %8.1f/s %8.1f/s %8.1f/s  (M symbols)\n", set.name.c_str(),
-                set.symbols.size(), 8.0 * zstd3.size() / n, 8.0 * zstd19.size() / n, 8.0 * stats.adaptive_bytes / n,
-                n / dz / 1e6, da > 0 ? n / da / 1e6 : 0.0, n / enc / 1e6);
+    const double da = seconds_per_decode(adaptive, set.width, out);
+    if (out != set.symbols) return 1;
+    std::printf("%-12s %8zu %7.4f %7.4f %7.4f %7.4f | %8.1f %8.1f %8.1f | %8.1f %8.1f\n", set.name.c_str(),
+                set.symbols.size(), 8.0 * zstd3.size() / n, 8.0 * zstd19.size() / n, 8.0 * rans.size() / n,
+                8.0 * adaptive.size() / n, n / dz / 1e6, n / dr / 1e6, n / da / 1e6, n / enc_rans / 1e6, n / enc_all / 1e6);
   }
   return 0;
 }

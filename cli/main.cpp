@@ -3,6 +3,8 @@
 #include <cxxopts.hpp>
 
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -10,9 +12,12 @@
 
 #include "cli/progress_bar.hpp"
 #include "codecs/codec_error.hpp"
+#include "compressor/batch.hpp"
+#include "compressor/dataset_index.hpp"
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"
 #include "compressor/errors.hpp"
+#include "compressor/mpi_context.hpp"
 
 namespace tezip::cli {
 namespace {
@@ -29,6 +34,8 @@ const char* kUsageText =
     "  decompress IN.tzp -o DIR     restore the frames with their original names and formats\n"
     "  info IN.tzp                  sequences, frames, ratio, settings, per-chunk statistics\n"
     "  verify IN.tzp [--against INPUT]  check every checksum; with the original, the error bound\n"
+    "  batch INPUT -o OUTDIR        compress a dataset as shards, under mpirun or as Slurm array tasks\n"
+    "IN.tzp may also be the index.json a batch job writes: its shards then act as one archive.\n"
     "Run 'tezip <command> --help' for the options of a command.\n";
 
 std::string human_bytes(double bytes) {
@@ -106,31 +113,36 @@ codecs::ErrorBound parse_bound(const std::string& mode_name, const std::string& 
   return bound;
 }
 
+const char* coder_name(codecs::EntropyCoderKind kind) {
+  switch (kind) {
+    case codecs::EntropyCoderKind::Zstd: return "zstd";
+    case codecs::EntropyCoderKind::Rans: return "rans";
+    case codecs::EntropyCoderKind::Adaptive: return "adaptive";
+  }
+  return "?";
+}
+
 QuantizerKind default_quantizer(codecs::BoundMode mode) {
   // Measured in docs/quantizers.md: the linear quantizer wins in every mode on camera and video data.
   (void)mode;
   return QuantizerKind::Linear;
 }
 
-int run_compress(int argc, char** argv) {
-  cxxopts::Options options("tezip compress", "Compress a sequence or dataset of frames into a tezip archive.");
-  add_common(options);
-  options.add_options()("input", "folder of frames, dataset folder, video or .npy", cxxopts::value<std::string>())(
-      "o,output", "archive to write", cxxopts::value<std::string>())(
-      "mode", "lossless, abs, rel, absrel or pwrel", cxxopts::value<std::string>()->default_value("lossless"))(
+// The options `compress` and `batch` share: how to code the frames.
+void add_coding_options(cxxopts::Options& options) {
+  options.add_options()("mode", "lossless, abs, rel, absrel or pwrel", cxxopts::value<std::string>()->default_value("lossless"))(
       "bound", "E (abs), R (rel, pwrel) or E,R (absrel)", cxxopts::value<std::string>()->default_value(""))(
-      "predictor", "intra, previous or linear", cxxopts::value<std::string>()->default_value("previous"))(
+      "predictor", "intra, previous, linear or motion", cxxopts::value<std::string>()->default_value("previous"))(
       "quantizer", "linear (SZ-style) or interval (TEZIP's); default by mode", cxxopts::value<std::string>())(
       "gop", "frames per GOP (static window); the longest GOP with --mse-threshold",
       cxxopts::value<std::uint64_t>()->default_value("16"))(
       "mse-threshold", "dynamic window: a new key frame when the forecast's MSE passes T", cxxopts::value<double>())(
       "level", "zstd level 1-22", cxxopts::value<int>()->default_value("3"))(
-      "coder", "auto (smaller of zstd and the adaptive coder, per chunk) or zstd", cxxopts::value<std::string>()->default_value("auto"))(
-      "f,force", "overwrite the output");
-  options.parse_positional({"input"});
-  const auto args = parse(options, argc, argv, "INPUT -o OUT.tzp");
-  if (!args.count("input") || !args.count("output")) throw UsageError("compress needs INPUT and -o OUT.tzp");
+      "coder", "fast (smaller of zstd and static context rANS, per stream), best (adds the adaptive coder: ~1% smaller, ~5x slower to decode) or zstd",
+      cxxopts::value<std::string>()->default_value("fast"));
+}
 
+CompressOptions coding_options(const cxxopts::ParseResult& args) {
   CompressOptions compress;
   compress.coding.bound = parse_bound(args["mode"].as<std::string>(), args["bound"].as<std::string>());
   compress.coding.quantizer = default_quantizer(compress.coding.bound.mode);
@@ -143,11 +155,15 @@ int run_compress(int argc, char** argv) {
   compress.coding.zstd_level = args["level"].as<int>();
   if (compress.coding.zstd_level < 1 || compress.coding.zstd_level > 22) throw UsageError("--level must be 1-22");
   const auto coder = args["coder"].as<std::string>();
-  if (coder != "auto" && coder != "zstd") throw UsageError("--coder must be auto or zstd");
-  compress.coding.adaptive_coder = coder == "auto";
+  if (coder != "fast" && coder != "best" && coder != "zstd") throw UsageError("--coder must be fast, best or zstd");
+  compress.coding.adaptive_coder = coder == "best";
+  compress.coding.rans_coder = coder != "zstd";
   compress.predictor = args["predictor"].as<std::string>();
-  if (compress.predictor != "intra" && compress.predictor != "previous" && compress.predictor != "linear")
-    throw UsageError("--predictor must be intra, previous or linear");
+  try {
+    make_classical_predictor(compress.predictor);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--predictor: ") + e.what());
+  }
   compress.gop.size = args["gop"].as<std::uint64_t>();
   if (compress.gop.size == 0) throw UsageError("--gop must be at least 1");
   if (args.count("mse-threshold")) {
@@ -157,6 +173,20 @@ int run_compress(int argc, char** argv) {
     if (!args["gop"].count()) compress.gop.size = 64;
   }
   compress.threads = args["threads"].as<unsigned>();
+  return compress;
+}
+
+int run_compress(int argc, char** argv) {
+  cxxopts::Options options("tezip compress", "Compress a sequence or dataset of frames into a tezip archive.");
+  add_common(options);
+  options.add_options()("input", "folder of frames, dataset folder, video or .npy", cxxopts::value<std::string>())(
+      "o,output", "archive to write", cxxopts::value<std::string>())("f,force", "overwrite the output");
+  add_coding_options(options);
+  options.parse_positional({"input"});
+  const auto args = parse(options, argc, argv, "INPUT -o OUT.tzp");
+  if (!args.count("input") || !args.count("output")) throw UsageError("compress needs INPUT and -o OUT.tzp");
+
+  CompressOptions compress = coding_options(args);
   compress.overwrite = args.count("force") > 0;
   const bool quiet = args.count("quiet") > 0;
   ProgressBar bar("compress", !quiet);
@@ -169,6 +199,126 @@ int run_compress(int argc, char** argv) {
                 double(report.raw_bytes) / report.seconds / 1e6);
   }
   return kOk;
+}
+
+// An unsigned number from the environment (SLURM_ARRAY_TASK_ID ...), or nullopt when unset.
+std::optional<unsigned> env_number(const char* name) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return std::nullopt;
+  char* end = nullptr;
+  const unsigned long v = std::strtoul(text, &end, 10);
+  if (*end != '\0' || v > 1u << 30) throw UsageError(std::string(name) + "='" + text + "' is not a task number");
+  return unsigned(v);
+}
+
+void print_summary(const BatchSummary& summary, const std::filesystem::path& index) {
+  std::printf("tezip batch: %s: %zu shards, %s -> %s, ratio %.3f\n", index.string().c_str(), summary.shards.size(),
+              human_bytes(double(summary.raw_bytes)).c_str(), human_bytes(double(summary.archive_bytes)).c_str(),
+              double(summary.raw_bytes) / double(std::max<std::uint64_t>(1, summary.archive_bytes)));
+  for (const auto& s : summary.shards)
+    std::printf("  %s  worker %u  %zu sequences  %llu frames  %s -> %s  ratio %.3f\n", s.file.c_str(), s.worker, s.sequences,
+                (unsigned long long)s.frames, human_bytes(double(s.raw_bytes)).c_str(), human_bytes(double(s.archive_bytes)).c_str(),
+                double(s.raw_bytes) / double(std::max<std::uint64_t>(1, s.archive_bytes)));
+  for (std::size_t w = 0; w < summary.workers.size(); ++w) {
+    const auto& k = summary.workers[w];
+    std::printf("  worker %zu: %zu shards, %s -> %s", w, k.shards, human_bytes(double(k.raw_bytes)).c_str(),
+                human_bytes(double(k.archive_bytes)).c_str());
+    if (k.seconds >= 0) std::printf(", %.2f s", k.seconds);
+    std::printf("\n");
+  }
+  std::printf("  load imbalance (max/mean): %.3f by raw bytes", summary.planned_imbalance);
+  if (summary.time_imbalance > 0) std::printf(", %.3f by time", summary.time_imbalance);
+  std::printf("\n");
+}
+
+int run_batch(int argc, char** argv) {
+  cxxopts::Options options("tezip batch",
+                           "Compress a dataset as shards, shared among MPI ranks (mpirun, srun) or Slurm array tasks.\n"
+                           "Rerun the same command to resume: complete shards are kept, the rest redone.");
+  add_common(options);
+  options.add_options()("input", "dataset folder, .npy or any input of compress", cxxopts::value<std::string>())(
+      "o,output", "folder for the shards and index.json", cxxopts::value<std::string>())(
+      "shard-size", "raw bytes per shard (a sequence is never split)",
+      cxxopts::value<std::uint64_t>()->default_value(std::to_string(kDefaultShardSize)))(
+      "task-id", "this array task, 0-based (default: $SLURM_ARRAY_TASK_ID)", cxxopts::value<unsigned>())(
+      "num-tasks", "array tasks in the job (default: $SLURM_ARRAY_TASK_COUNT)", cxxopts::value<unsigned>());
+  add_coding_options(options);
+  options.parse_positional({"input"});
+  const auto args = parse(options, argc, argv, "INPUT -o OUTDIR");
+  if (!args.count("input") || !args.count("output")) throw UsageError("batch needs INPUT and -o OUTDIR");
+  BatchOptions batch;
+  batch.compress = coding_options(args);
+  batch.shard_size = args["shard-size"].as<std::uint64_t>();
+  if (batch.shard_size == 0) throw UsageError("--shard-size must be at least 1");
+  std::optional<unsigned> task = args.count("task-id") ? args["task-id"].as<unsigned>() : env_number("SLURM_ARRAY_TASK_ID");
+  std::optional<unsigned> tasks = args.count("num-tasks") ? args["num-tasks"].as<unsigned>() : env_number("SLURM_ARRAY_TASK_COUNT");
+  // Slurm numbers array tasks from --array's first index (--array=1-16 is common).
+  if (!args.count("task-id") && task) {
+    const unsigned first = env_number("SLURM_ARRAY_TASK_MIN").value_or(0);
+    if (*task < first) throw UsageError("SLURM_ARRAY_TASK_ID is below SLURM_ARRAY_TASK_MIN");
+    *task -= first;
+  }
+  if (task.has_value() != tasks.has_value()) throw UsageError("--task-id and --num-tasks go together");
+  if (tasks && (*tasks == 0 || *task >= *tasks))
+    throw UsageError("--task-id must be below --num-tasks (a Slurm array must be contiguous: --array=0-N)");
+
+  const MpiContext mpi;
+  // Every rank of every array task is one worker.
+  const unsigned workers = tasks.value_or(1) * unsigned(mpi.size());
+  const unsigned worker = task.value_or(0) * unsigned(mpi.size()) + unsigned(mpi.rank());
+  batch.workers = workers;
+  if (batch.compress.threads == 0)  // the ranks on a node share its cores
+    batch.compress.threads = std::max(1u, resolve_threads(0) / unsigned(std::max(1, mpi.local_size())));
+  const bool quiet = args.count("quiet") > 0;
+  const std::filesystem::path output = args["output"].as<std::string>();
+
+  // Every rank runs to the collective below even when its own work failed, so none waits forever.
+  std::optional<BatchJob> job;
+  WorkerReport report;
+  std::string error;
+  int status = kOk;
+  try {
+    job.emplace(args["input"].as<std::string>(), output, batch);
+    report = job->run_worker(worker, [&](const ShardResult& r) {
+      if (!r.redone.empty())
+        std::fprintf(stderr, "tezip batch: worker %u: %s redone: %s\n", worker, job->plan().shards[r.shard].file.c_str(),
+                     r.redone.c_str());
+      if (args.count("verbose"))
+        std::printf("tezip batch: worker %u: %s %s, %s -> %s, %.2f s\n", worker, job->plan().shards[r.shard].file.c_str(),
+                    r.kept ? "kept" : "written", human_bytes(double(r.raw_bytes)).c_str(),
+                    human_bytes(double(r.archive_bytes)).c_str(), r.seconds);
+    });
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    error = e.what();
+    status = kDataError;
+  }
+  if (!error.empty()) std::fprintf(stderr, "tezip batch: worker %u of %u: %s\n", worker, workers, error.c_str());
+  std::size_t written = 0;
+  for (const auto& r : report.shards) written += r.kept ? 0 : 1;
+  if (!quiet && error.empty())
+    std::printf("tezip batch: worker %u of %u%s: %zu shards (%zu written, %zu kept), %s -> %s, %.2f s\n", worker, workers,
+                mpi.active() ? " (MPI)" : "", report.shards.size(), written, report.shards.size() - written,
+                human_bytes(double(report.raw_bytes)).c_str(), human_bytes(double(report.archive_bytes)).c_str(), report.seconds);
+  std::fflush(stdout);
+
+  const bool all_ok = mpi.all_ok(error.empty());
+  const double mine[] = {report.seconds};
+  const auto seconds = mpi.gather(mine);
+  // Under MPI rank 0 writes the index once every rank is done; array tasks (and ranks without MPI)
+  // each try, and whichever finds every shard in place writes it.
+  if (!all_ok || !job || (mpi.active() && mpi.rank() != 0)) return all_ok ? kOk : kDataError;
+  const auto index = job->write_index_if_complete();
+  if (!index) {
+    if (!quiet) std::printf("tezip batch: worker %u: other shards are still missing; the last worker writes the index\n", worker);
+    return status;
+  }
+  if (!quiet)
+    print_summary(summarize(job->plan(), *index, mpi.active() && tasks.value_or(1) == 1 ? std::span<const double>(seconds)
+                                                                                          : std::span<const double>()),
+                  job->index_path());
+  return status;
 }
 
 int run_decompress(int argc, char** argv) {
@@ -197,6 +347,47 @@ int run_decompress(int argc, char** argv) {
   return kOk;
 }
 
+void print_settings(const ArchiveSettings& s) {
+  std::printf("mode:       %s\n", codecs::describe(s.coding.bound).c_str());
+  std::printf("predictor:  %s%s%s\n", s.predictor.kind.c_str(), s.predictor.configuration.empty() ? "" : " ",
+              s.predictor.configuration.c_str());
+  std::printf("quantizer:  %s\n", s.coding.quantizer == QuantizerKind::Linear ? "linear" : "interval");
+  if (s.gop.kind == GopKind::Static) std::printf("gop:        static, %llu frames\n", (unsigned long long)s.gop.size);
+  else std::printf("gop:        dynamic, mse threshold %g, at most %llu frames\n", s.gop.mse_threshold, (unsigned long long)s.gop.size);
+  std::printf("coding:     zstd level %d%s\n", s.coding.zstd_level, s.coding.rans_coder && s.coding.adaptive_coder ? ", rANS and adaptive coders"
+              : s.coding.rans_coder ? ", rANS coder" : s.coding.adaptive_coder ? ", adaptive coder" : "");
+}
+
+// A batch job's output: the shards as the index lists them, with the settings of the first.
+int print_dataset_info(const std::filesystem::path& input, bool verbose) {
+  const auto index = read_dataset_index(input);
+  const auto paths = archive_paths(input);
+  std::uint64_t raw = 0, bytes = 0, frames = 0, sequences = 0;
+  for (const auto& e : index.shards) raw += e.raw_bytes, bytes += e.size, frames += e.frames, sequences += e.sequences.size();
+  std::printf("dataset:    %s (%zu shards, %s)\n", input.c_str(), index.shards.size(), human_bytes(double(bytes)).c_str());
+  if (!paths.empty()) {
+    const ArchiveReader first(paths.front());
+    std::printf("written by: %s\n", first.index().settings.writer.c_str());
+    print_settings(first.index().settings);
+  }
+  std::printf("sequences:  %llu, frames: %llu\n", (unsigned long long)sequences, (unsigned long long)frames);
+  std::printf("raw:        %s, ratio %.3f\n", human_bytes(double(raw)).c_str(), double(raw) / double(std::max<std::uint64_t>(1, bytes)));
+  std::printf("  %-24s %9s %9s %12s %12s %8s\n", "shard", "sequences", "frames", "raw", "bytes", "ratio");
+  for (std::size_t i = 0; i < index.shards.size(); ++i) {
+    const auto& e = index.shards[i];
+    if (i >= 20 && !verbose) {
+      std::printf("  ... %zu more shards (-v lists all)\n", index.shards.size() - i);
+      break;
+    }
+    std::printf("  %-24s %9zu %9llu %12s %12s %8.3f\n", e.path.c_str(), e.sequences.size(), (unsigned long long)e.frames,
+                human_bytes(double(e.raw_bytes)).c_str(), human_bytes(double(e.size)).c_str(),
+                double(e.raw_bytes) / double(std::max<std::uint64_t>(1, e.size)));
+    if (verbose)
+      for (const auto& name : e.sequences) std::printf("      sequence '%s'\n", name.c_str());
+  }
+  return kOk;
+}
+
 int run_info(int argc, char** argv) {
   cxxopts::Options options("tezip info", "Describe a tezip archive.");
   add_common(options);
@@ -204,19 +395,15 @@ int run_info(int argc, char** argv) {
   options.parse_positional({"input"});
   const auto args = parse(options, argc, argv, "IN.tzp");
   if (!args.count("input")) throw UsageError("info needs IN.tzp");
-  const ArchiveReader reader(args["input"].as<std::string>());
+  const std::filesystem::path input = args["input"].as<std::string>();
+  const bool verbose = args.count("verbose") > 0;
+  if (is_dataset_index(input)) return print_dataset_info(input, verbose);
+  const ArchiveReader reader(input);
   const auto& index = reader.index();
   const auto& s = index.settings;
-  const bool verbose = args.count("verbose") > 0;
-  std::printf("archive:    %s (%s, written by %s)\n", args["input"].as<std::string>().c_str(),
-              human_bytes(double(reader.file_size())).c_str(), s.writer.c_str());
-  std::printf("mode:       %s\n", codecs::describe(s.coding.bound).c_str());
-  std::printf("predictor:  %s%s%s\n", s.predictor.kind.c_str(), s.predictor.configuration.empty() ? "" : " ",
-              s.predictor.configuration.c_str());
-  std::printf("quantizer:  %s\n", s.coding.quantizer == QuantizerKind::Linear ? "linear" : "interval");
-  if (s.gop.kind == GopKind::Static) std::printf("gop:        static, %llu frames\n", (unsigned long long)s.gop.size);
-  else std::printf("gop:        dynamic, mse threshold %g, at most %llu frames\n", s.gop.mse_threshold, (unsigned long long)s.gop.size);
-  std::printf("coding:     zstd level %d%s\n", s.coding.zstd_level, s.coding.adaptive_coder ? ", adaptive coder allowed" : "");
+  std::printf("archive:    %s (%s, written by %s)\n", input.c_str(), human_bytes(double(reader.file_size())).c_str(),
+              s.writer.c_str());
+  print_settings(s);
   std::printf("sequences:  %zu, frames: %llu, chunks: %zu\n", index.sequences.size(), (unsigned long long)index.frame_count(),
               index.chunks.size());
   std::printf("raw:        %s, ratio %.3f\n", human_bytes(double(index.raw_bytes())).c_str(),
@@ -232,7 +419,8 @@ int run_info(int argc, char** argv) {
   }
   std::map<codecs::EntropyCoderKind, std::size_t> coders;
   for (const auto& c : index.chunks) ++coders[c.stats.coder];
-  std::printf("chunks:     %zu zstd, %zu adaptive\n", coders[codecs::EntropyCoderKind::Zstd], coders[codecs::EntropyCoderKind::Adaptive]);
+  std::printf("chunks:     %zu zstd, %zu rans, %zu adaptive\n", coders[codecs::EntropyCoderKind::Zstd],
+              coders[codecs::EntropyCoderKind::Rans], coders[codecs::EntropyCoderKind::Adaptive]);
   std::printf("  %5s %-20s %7s %10s %8s %10s %9s %8s\n", "chunk", "sequence", "frames", "bytes", "ratio", "symbols", "runs", "coder");
   for (std::size_t i = 0; i < index.chunks.size(); ++i) {
     if (i >= 20 && !verbose) {
@@ -245,7 +433,7 @@ int run_info(int argc, char** argv) {
     std::printf("  %5zu %-20s %3llu-%-3llu %10llu %8.3f %10llu %9llu %8s\n", i, q.name.empty() ? "." : q.name.c_str(),
                 (unsigned long long)c.first_frame, (unsigned long long)(c.first_frame + c.frame_count - 1),
                 (unsigned long long)c.size, raw / double(c.size), (unsigned long long)c.stats.symbol_bytes,
-                (unsigned long long)c.stats.run_bytes, c.stats.coder == codecs::EntropyCoderKind::Zstd ? "zstd" : "adaptive");
+                (unsigned long long)c.stats.run_bytes, coder_name(c.stats.coder));
   }
   return kOk;
 }
@@ -291,6 +479,7 @@ int dispatch(int argc, char** argv) {
   if (command == "decompress") return run_decompress(argc - 1, argv + 1);
   if (command == "info") return run_info(argc - 1, argv + 1);
   if (command == "verify") return run_verify(argc - 1, argv + 1);
+  if (command == "batch") return run_batch(argc - 1, argv + 1);
   throw UsageError("unknown command '" + command + "'");
 }
 

@@ -8,6 +8,7 @@
 
 #include "codecs/codec_error.hpp"
 #include "codecs/range_coder.hpp"
+#include "codecs/rans_coder.hpp"
 #include "codecs/rank_remap.hpp"
 
 // Layout: 1 byte coder kind, varint symbol count, rank table, payload to the end.
@@ -97,16 +98,25 @@ std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols,
     std::vector<std::uint8_t> zstd_payload = encode_zstd(remap.ranks, options.zstd_level);
     local.zstd_bytes = header.size() + zstd_payload.size();
     std::vector<std::uint8_t>* payload = &zstd_payload;
+    // Candidates in order of decoding speed; a later one must be strictly smaller to win.
+    auto consider = [&](std::vector<std::uint8_t>& candidate, EntropyCoderKind kind) {
+      if (candidate.size() < payload->size()) {
+        payload = &candidate;
+        local.chosen = kind;
+        header[0] = static_cast<std::uint8_t>(kind);
+      }
+    };
+    std::vector<std::uint8_t> rans_payload;
+    if (options.allow_rans) {
+      rans_payload = encode_rans(remap.ranks, row_width, remap.rank_to_symbol.size());
+      local.rans_bytes = header.size() + rans_payload.size();
+      consider(rans_payload, EntropyCoderKind::Rans);
+    }
     std::vector<std::uint8_t> adaptive_payload;
     if (options.allow_adaptive) {
       adaptive_payload = encode_adaptive(remap.ranks, row_width, remap.rank_to_symbol.size());
       local.adaptive_bytes = header.size() + adaptive_payload.size();
-      // Ties go to zstd: it decodes faster.
-      if (adaptive_payload.size() < zstd_payload.size()) {
-        payload = &adaptive_payload;
-        local.chosen = EntropyCoderKind::Adaptive;
-        header[0] = static_cast<std::uint8_t>(EntropyCoderKind::Adaptive);
-      }
+      consider(adaptive_payload, EntropyCoderKind::Adaptive);
     }
     out = std::move(header);
     out.insert(out.end(), payload->begin(), payload->end());
@@ -119,7 +129,8 @@ void decode_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, 
   if (bytes.empty()) throw CodecError("symbol stream: empty");
   const std::uint8_t kind = bytes[0];
   if (kind != static_cast<std::uint8_t>(EntropyCoderKind::Zstd) &&
-      kind != static_cast<std::uint8_t>(EntropyCoderKind::Adaptive)) {
+      kind != static_cast<std::uint8_t>(EntropyCoderKind::Adaptive) &&
+      kind != static_cast<std::uint8_t>(EntropyCoderKind::Rans)) {
     throw CodecError("symbol stream: unknown coder kind");
   }
   std::size_t pos = 1;
@@ -135,10 +146,13 @@ void decode_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, 
   }
   if (kind == static_cast<std::uint8_t>(EntropyCoderKind::Zstd)) {
     decode_zstd(payload, table.size(), out);
+  } else if (kind == static_cast<std::uint8_t>(EntropyCoderKind::Rans)) {
+    decode_rans(payload, row_width, table.size(), out, table);  // maps ranks to symbols itself
+    return;
   } else {
     decode_adaptive(payload, row_width, table.size(), out);
   }
-  // Both decoders have checked every rank against the table size.
+  // All decoders have checked every rank against the table size.
   const std::uint32_t* t = table.data();
   for (std::uint32_t& v : out) v = t[v];
 }

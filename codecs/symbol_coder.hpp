@@ -6,17 +6,19 @@
 
 namespace tezip::codecs {
 
-enum class EntropyCoderKind : std::uint8_t { Zstd = 1, Adaptive = 2 };
+enum class EntropyCoderKind : std::uint8_t { Zstd = 1, Adaptive = 2, Rans = 3 };
 
 struct SymbolCoderOptions {
   int zstd_level = 3;          // 1..22
   bool allow_adaptive = true;  // try the adaptive context coder too and keep the smaller
+  bool allow_rans = true;      // try the static context rANS coder too (decodes several times faster)
 };
 
 struct SymbolCoderStats {
   EntropyCoderKind chosen = EntropyCoderKind::Zstd;
   std::size_t zstd_bytes = 0;      // whole output size the zstd path gave (0 if not tried)
   std::size_t adaptive_bytes = 0;  // whole output size the adaptive path gave (0 if not tried)
+  std::size_t rans_bytes = 0;      // whole output size the rANS path gave (0 if not tried)
   std::size_t distinct_symbols = 0;
 };
 

@@ -44,7 +44,7 @@ void write_settings(ByteWriter& out, const ArchiveSettings& s) {
   out.f64(s.coding.bound.rel);
   out.u8(std::uint8_t(s.coding.quantizer));
   out.u32(std::uint32_t(s.coding.zstd_level));
-  out.u8(s.coding.adaptive_coder ? 1 : 0);
+  out.u8((s.coding.adaptive_coder ? 1 : 0) | (s.coding.rans_coder ? 2 : 0));  // coders tried
   out.string(s.predictor.kind);
   out.string(s.predictor.configuration);
   out.string(s.predictor.weights_sha256);
@@ -68,7 +68,10 @@ ArchiveSettings read_settings(ByteReader& in) {
   if (quantizer > std::uint8_t(QuantizerKind::Interval)) in.fail("unknown quantizer");
   s.coding.quantizer = QuantizerKind(quantizer);
   s.coding.zstd_level = int(in.u32());
-  s.coding.adaptive_coder = in.u8() != 0;
+  const std::uint8_t coders = in.u8();
+  if (coders > 3) in.fail("unknown coder set");
+  s.coding.adaptive_coder = coders & 1;
+  s.coding.rans_coder = coders & 2;
   s.predictor.kind = in.string(64);
   s.predictor.configuration = in.string();
   s.predictor.weights_sha256 = in.string(128);
@@ -195,7 +198,8 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
     c.stats.literal_bytes = in.varint();
     c.stats.literal_count = in.varint();
     const std::uint8_t coder = in.u8();
-    if (coder != std::uint8_t(codecs::EntropyCoderKind::Zstd) && coder != std::uint8_t(codecs::EntropyCoderKind::Adaptive))
+    if (coder != std::uint8_t(codecs::EntropyCoderKind::Zstd) && coder != std::uint8_t(codecs::EntropyCoderKind::Adaptive) &&
+        coder != std::uint8_t(codecs::EntropyCoderKind::Rans))
       in.fail("unknown entropy coder");
     c.stats.coder = codecs::EntropyCoderKind(coder);
     // Chunks tile the sequences in order, and the file's chunk area in order.
@@ -294,7 +298,8 @@ std::uint64_t ArchiveWriter::finish(const ArchiveIndex& index) {
 }
 
 ArchiveReader::ArchiveReader(const std::filesystem::path& path, const ArchiveLimits& limits) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, so that a FIFO given as an archive is refused by the check below, not waited on.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) throw InputError(path.string() + ": cannot open: " + errno_text());
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -67,7 +67,7 @@ struct ArchiveIndex {
 struct ArchiveLimits {
   std::uint64_t max_dimension = 1u << 16;
   std::uint64_t max_frame_pixels = 1u << 28;
-  std::uint64_t max_chunk_pixels = std::uint64_t(1) << 31;
+  std::uint64_t max_chunk_pixels = std::uint64_t(1) << 28;  // 512 MiB of decoded uint16 pixels
 };
 
 std::uint64_t hash_bytes(std::span<const std::uint8_t> bytes);

@@ -29,5 +29,7 @@ DatasetIndex read_dataset_index(const std::filesystem::path& path);
 void write_dataset_index(const std::filesystem::path& path, const DatasetIndex& index);
 // The archives an input names: the shards of a dataset index (absolute paths), or the archive itself.
 std::vector<std::filesystem::path> archive_paths(const std::filesystem::path& input);
+// XXH64 of a whole file, read in blocks: the checksum ShardEntry::hash holds.
+std::uint64_t hash_file(const std::filesystem::path& path);
 
 }  // namespace tezip

@@ -7,9 +7,11 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "codecs/codec_error.hpp"
+#include "compressor/dataset_index.hpp"
 #include "compressor/errors.hpp"
 #include "compressor/source.hpp"
 #include "compressor/thread_pool.hpp"
@@ -97,40 +99,69 @@ GopFrames ArchiveDecoder::decode_chunk(std::size_t i) const {
   return frames;
 }
 
+namespace {
+
+// The archives INPUT names (one, or the shards of a dataset index), opened; sequence names must be
+// unique across them, as each becomes a folder.
+std::vector<std::unique_ptr<ArchiveDecoder>> open_archives(const std::filesystem::path& input) {
+  std::vector<std::unique_ptr<ArchiveDecoder>> decoders;
+  std::map<std::string, std::string> owner;
+  for (const auto& path : archive_paths(input)) {
+    decoders.push_back(std::make_unique<ArchiveDecoder>(path));
+    for (const auto& s : decoders.back()->index().sequences)
+      if (const auto [it, fresh] = owner.emplace(s.name, path.string()); !fresh)
+        throw DataError(input.string() + ": sequence '" + s.name + "' is in both " + it->second + " and " + path.string());
+  }
+  return decoders;
+}
+
+}  // namespace
+
 DecompressReport decompress(const std::filesystem::path& archive, const std::filesystem::path& output_dir,
                             const DecompressOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const ArchiveDecoder decoder(archive);
-  const auto& index = decoder.index();
+  const auto decoders = open_archives(archive);
+  std::uint64_t total = 0, frames = 0;
+  for (const auto& d : decoders) total += d->index().raw_bytes(), frames += d->index().frame_count();
   StagingDirectory staging(output_dir, options.overwrite);
-  for (const auto& s : index.sequences) {
-    std::error_code ec;
-    std::filesystem::create_directories(staging.path() / s.name, ec);
-    if (ec) throw OutputError((staging.path() / s.name).string() + ": cannot create: " + ec.message());
-  }
+  for (const auto& d : decoders)
+    for (const auto& s : d->index().sequences) {
+      std::error_code ec;
+      std::filesystem::create_directories(staging.path() / s.name, ec);
+      if (ec) throw OutputError((staging.path() / s.name).string() + ": cannot create: " + ec.message());
+    }
   std::atomic<bool> cancelled = false;
   {
     ThreadPool pool(resolve_threads(options.threads));
-    std::deque<std::future<void>> jobs;
-    for (std::size_t i = 0; i < index.chunks.size(); ++i)
-      jobs.push_back(pool.submit([&, i] {
-        if (cancelled) return;
-        const auto& chunk = index.chunks[i];
-        const auto& sequence = index.sequences[chunk.sequence];
-        GopFrames frames = decoder.decode_chunk(i);
-        for (std::size_t k = 0; k < frames.size(); ++k) {
-          const auto& entry = sequence.frames[chunk.first_frame + k];
-          Frame frame{entry.name, entry.format, std::move(frames[k])};
-          write_frame(staging.path() / sequence.name, frame, sequence.geometry, options.format);
-        }
-      }));
+    struct Job {
+      const ArchiveIndex* index;
+      std::size_t chunk;
+      std::future<void> done;
+    };
+    std::deque<Job> jobs;
+    for (const auto& d : decoders) {
+      const ArchiveDecoder& decoder = *d;
+      const auto& index = decoder.index();
+      for (std::size_t i = 0; i < index.chunks.size(); ++i)
+        jobs.push_back({&index, i, pool.submit([&, i] {
+                          if (cancelled) return;
+                          const auto& chunk = index.chunks[i];
+                          const auto& sequence = index.sequences[chunk.sequence];
+                          GopFrames frames = decoder.decode_chunk(i);
+                          for (std::size_t k = 0; k < frames.size(); ++k) {
+                            const auto& entry = sequence.frames[chunk.first_frame + k];
+                            Frame frame{entry.name, entry.format, std::move(frames[k])};
+                            write_frame(staging.path() / sequence.name, frame, sequence.geometry, options.format);
+                          }
+                        })});
+    }
     std::uint64_t done = 0;
     try {
-      for (std::size_t i = 0; i < jobs.size(); ++i) {
-        jobs[i].get();
-        const auto& chunk = index.chunks[i];
-        done += index.sequences[chunk.sequence].geometry.raw_bytes() * chunk.frame_count;
-        if (options.progress) options.progress(done, index.raw_bytes());
+      for (auto& job : jobs) {
+        job.done.get();
+        const auto& chunk = job.index->chunks[job.chunk];
+        done += job.index->sequences[chunk.sequence].geometry.raw_bytes() * chunk.frame_count;
+        if (options.progress) options.progress(done, total);
       }
     } catch (...) {
       cancelled = true;
@@ -139,40 +170,30 @@ DecompressReport decompress(const std::filesystem::path& archive, const std::fil
   }
   staging.commit();
   DecompressReport report;
-  report.frames = index.frame_count();
-  report.raw_bytes = index.raw_bytes();
+  report.frames = frames;
+  report.raw_bytes = total;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 
-VerifyReport verify(const std::filesystem::path& archive, const std::optional<std::filesystem::path>& original,
-                    unsigned threads, const ProgressFn& progress) {
-  const ArchiveDecoder decoder(archive);
-  const auto& index = decoder.index();
-  VerifyReport report;
-  std::vector<std::unique_ptr<SequenceSource>> sources;
-  if (original) {
-    sources = open_sources(*original);
-    report.compared = true;
-    if (sources.size() != index.sequences.size())
-      throw InputError(original->string() + ": has " + std::to_string(sources.size()) + " sequences, the archive " +
-                       std::to_string(index.sequences.size()));
-    for (std::size_t s = 0; s < sources.size(); ++s) {
-      const auto& seq = index.sequences[s];
-      if (sources[s]->name() != seq.name || sources[s]->frame_count() != seq.frames.size() ||
-          !(sources[s]->geometry() == seq.geometry))
-        throw InputError(original->string() + ": sequence '" + sources[s]->name() + "' does not match the archive's '" +
-                         seq.name + "' (name, frame count or geometry)");
-    }
-  }
-  const auto& bound = index.settings.coding.bound;
+namespace {
+
+// What verify() adds up over the archives of one input.
+struct VerifyTotals {
   double squared_error = 0;  // normalised to each sequence's full range
   std::uint64_t compared_pixels = 0;
+  std::uint64_t done = 0, total = 0;
+};
+
+// Decodes every chunk of one archive; with `sources` (by sequence name), compares with the original.
+void verify_archive(const ArchiveDecoder& decoder, std::map<std::string, SequenceSource*>* sources, unsigned threads,
+                    const ProgressFn& progress, VerifyReport& report, VerifyTotals& totals) {
+  const auto& index = decoder.index();
+  const auto& bound = index.settings.coding.bound;
   ThreadPool pool(resolve_threads(threads));
   const std::size_t window = 2 * std::size_t(pool.size());
   std::deque<std::future<GopFrames>> pending;
   std::size_t next = 0;
-  std::uint64_t done = 0;
   for (std::size_t i = 0; i < index.chunks.size(); ++i) {
     while (next < index.chunks.size() && pending.size() < window) {
       pending.push_back(pool.submit([&decoder, next] { return decoder.decode_chunk(next); }));
@@ -189,13 +210,14 @@ VerifyReport verify(const std::filesystem::path& archive, const std::optional<st
     }
     pending.pop_front();
     report.frames += chunk.frame_count;
-    done += sequence.geometry.raw_bytes() * chunk.frame_count;
-    if (progress) progress(done, index.raw_bytes());
-    if (!original) continue;
+    totals.done += sequence.geometry.raw_bytes() * chunk.frame_count;
+    if (progress) progress(totals.done, totals.total);
+    if (!sources) continue;
+    SequenceSource& source = *sources->at(sequence.name);
     const std::size_t plane = sequence.geometry.plane_size();
     const double full_range = sequence.geometry.max_value();
     for (std::size_t k = 0; k < chunk.frame_count; ++k) {
-      const Frame source_frame = sources[chunk.sequence]->read(chunk.first_frame + k);
+      const Frame source_frame = source.read(chunk.first_frame + k);
       if (frames.empty()) continue;  // a failed chunk is already reported; keep the source in step
       const auto& decoded = frames[k];
       for (std::uint32_t c = 0; c < sequence.geometry.channels; ++c) {
@@ -205,15 +227,75 @@ VerifyReport verify(const std::filesystem::path& archive, const std::optional<st
         for (std::size_t p = 0; p < plane; ++p) {
           const double err = std::fabs(double(y[p]) - double(x[p]));
           report.max_error = std::max(report.max_error, err);
-          squared_error += (err / full_range) * (err / full_range);
+          totals.squared_error += (err / full_range) * (err / full_range);
           if (!bound.allows(x[p], y[p], *lo, *hi)) ++report.pixels_out_of_bound;
         }
       }
-      compared_pixels += decoded.size();
+      totals.compared_pixels += decoded.size();
     }
   }
+}
+
+}  // namespace
+
+VerifyReport verify(const std::filesystem::path& archive, const std::optional<std::filesystem::path>& original,
+                    unsigned threads, const ProgressFn& progress) {
+  VerifyReport report;
+  // A dataset index: each shard must be the file it lists (size, checksum, sequences); a damaged
+  // shard is reported and the others are still checked.
+  std::vector<std::unique_ptr<ArchiveDecoder>> decoders;
+  if (is_dataset_index(archive)) {
+    const auto index = read_dataset_index(archive);
+    const auto paths = archive_paths(archive);
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      const auto& entry = index.shards[i];
+      const std::string file = paths[i].string();
+      try {
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(paths[i], ec);
+        if (ec) throw InputError(file + ": missing shard: " + ec.message());
+        if (size != entry.size)
+          throw DataError(file + ": " + std::to_string(size) + " bytes, the index says " + std::to_string(entry.size));
+        if (hash_file(paths[i]) != entry.hash) throw DataError(file + ": checksum mismatch with the dataset index");
+        auto decoder = std::make_unique<ArchiveDecoder>(paths[i]);
+        std::vector<std::string> names;
+        for (const auto& s : decoder->index().sequences) names.push_back(s.name);
+        if (names != entry.sequences || decoder->index().frame_count() != entry.frames)
+          throw DataError(file + ": holds other sequences or frames than the dataset index lists");
+        decoders.push_back(std::move(decoder));
+      } catch (const std::exception& e) {
+        report.failures.push_back(e.what());
+      }
+    }
+  } else {
+    decoders.push_back(std::make_unique<ArchiveDecoder>(archive));
+  }
+  std::vector<std::unique_ptr<SequenceSource>> sources;
+  std::map<std::string, SequenceSource*> by_name;
   if (original) {
-    const double mse = compared_pixels ? squared_error / double(compared_pixels) : 0;
+    sources = open_sources(*original);
+    report.compared = true;
+    std::size_t archived = 0;
+    for (const auto& d : decoders) archived += d->index().sequences.size();
+    if (sources.size() != archived && report.failures.empty())
+      throw InputError(original->string() + ": has " + std::to_string(sources.size()) + " sequences, the archive " +
+                       std::to_string(archived));
+    for (const auto& s : sources) by_name[s->name()] = s.get();
+    for (const auto& d : decoders)
+      for (const auto& seq : d->index().sequences) {
+        const auto it = by_name.find(seq.name);
+        if (it == by_name.end())
+          throw InputError(original->string() + ": has no sequence '" + seq.name + "', which the archive holds");
+        if (it->second->frame_count() != seq.frames.size() || !(it->second->geometry() == seq.geometry))
+          throw InputError(original->string() + ": sequence '" + seq.name +
+                           "' does not match the archive's (frame count or geometry)");
+      }
+  }
+  VerifyTotals totals;
+  for (const auto& d : decoders) totals.total += d->index().raw_bytes();
+  for (const auto& d : decoders) verify_archive(*d, original ? &by_name : nullptr, threads, progress, report, totals);
+  if (original) {
+    const double mse = totals.compared_pixels ? totals.squared_error / double(totals.compared_pixels) : 0;
     report.psnr = mse > 0 ? 10 * std::log10(1 / mse) : std::numeric_limits<double>::infinity();
   }
   return report;

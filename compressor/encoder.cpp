@@ -27,8 +27,16 @@ unsigned resolve_threads(unsigned requested) {
 CompressReport compress(const std::filesystem::path& input, const std::filesystem::path& output,
                         const CompressOptions& options) {
   const auto start = std::chrono::steady_clock::now();
+  auto report = compress_sources(open_sources(input), output, options);
+  // Opening the input (a video is decoded to count its frames) is part of the work.
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sources,
+                                const std::filesystem::path& output, const CompressOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
   const std::shared_ptr<const Predictor> predictor = make_classical_predictor(options.predictor);
-  auto sources = open_sources(input);
 
   ArchiveIndex index;
   index.settings.coding = options.coding;
@@ -96,7 +104,7 @@ CompressReport compress(const std::filesystem::path& input, const std::filesyste
         GopState* states[] = {probe.get()};
         std::span<std::uint16_t> views[] = {forecast};
         predictor->forecast(states, views);
-        cut = mean_squared_error(forecast, frame.pixels) > options.gop.mse_threshold;
+        cut = mean_squared_error(forecast, frame.pixels, shape.max_value) > options.gop.mse_threshold;
       }
       if (cut) {
         submit(s, first, shape, std::move(current));

@@ -2,9 +2,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "compressor/archive.hpp"
+#include "compressor/source.hpp"
 
 namespace tezip {
 
@@ -32,6 +35,10 @@ struct CompressReport {
 // Compresses INPUT (see open_sources) into the archive `output`, written atomically.
 CompressReport compress(const std::filesystem::path& input, const std::filesystem::path& output,
                         const CompressOptions& options);
+// Compresses the given sequences, in this order, into the archive `output` (written atomically):
+// a batch job compresses a chosen share of a dataset's sources this way.
+CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sources,
+                                const std::filesystem::path& output, const CompressOptions& options);
 
 unsigned resolve_threads(unsigned requested);
 

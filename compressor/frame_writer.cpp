@@ -2,10 +2,9 @@
 
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
-#include <random>
 #include <system_error>
-#include <unistd.h>
 
+#include "compressor/atomic_file.hpp"
 #include "compressor/errors.hpp"
 
 namespace fs = std::filesystem;
@@ -50,13 +49,6 @@ cv::Mat to_interleaved(const Frame& frame, const Geometry& g) {
   return m;
 }
 
-std::string temp_prefix() {
-  std::random_device rd;
-  std::uniform_int_distribution<unsigned long long> dist;
-  char buf[48];
-  std::snprintf(buf, sizeof buf, ".tmp-%ld-%012llx-", static_cast<long>(::getpid()), dist(rd) & 0xffffffffffffULL);
-  return buf;
-}
 
 }  // namespace
 
@@ -87,22 +79,16 @@ fs::path write_frame(const fs::path& dir, const Frame& frame, const Geometry& ge
   fs::create_directories(dir, ec);
   if (ec) throw OutputError(dir.string() + ": cannot create the folder: " + ec.message());
 
-  // The temporary keeps the final extension because imwrite picks its encoder from it.
-  const fs::path temp = dir / (temp_prefix() + name.filename().string());
-  bool written = false;
-  std::string why = "the encoder failed";
+  // Encoded in memory, then written with checked writes: imwrite does not report a full disk.
+  std::vector<std::uint8_t> encoded;
   try {
-    written = cv::imwrite(temp.string(), to_interleaved(frame, geometry));
+    if (!cv::imencode(name.extension().string(), to_interleaved(frame, geometry), encoded))
+      throw OutputError(file + ": cannot write: the encoder failed");
   } catch (const cv::Exception& e) {
-    why = e.what();
+    throw OutputError(file + ": cannot write: " + e.what());
   }
-  if (written) {
-    fs::rename(temp, target, ec);
-    if (!ec) return target;
-    why = ec.message();
-  }
-  fs::remove(temp, ec);
-  throw OutputError(file + ": cannot write: " + why);
+  write_file_atomically(target, encoded);
+  return target;
 }
 
 }  // namespace tezip

@@ -75,6 +75,7 @@ std::vector<std::uint8_t> serialize(const GopSymbols& g, const FrameShape& shape
   codecs::SymbolCoderOptions options;
   options.zstd_level = settings.zstd_level;
   options.allow_adaptive = settings.adaptive_coder;
+  options.allow_rans = settings.rans_coder;
   codecs::SymbolCoderStats coder_stats;
   const auto symbols = codecs::encode_symbols(zigzag_all(g.symbols), shape.width, options, &coder_stats);
   const auto values = codecs::encode_symbols(zigzag_all(g.run_values), 0, options);
@@ -244,14 +245,16 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
           symbol_count += plane_size;
         }
       }
+    // Symbols decode in place (zigzagged, then mapped back), and nothing beyond the coded streams is
+    // allocated until they have decoded: a small hostile chunk cannot claim gigabytes for free.
     s.symbols.resize(symbol_count);
-    std::vector<std::uint32_t> scratch(symbol_count);
-    codecs::decode_symbols(in.blob(), shape.width, scratch);
-    std::transform(scratch.begin(), scratch.end(), s.symbols.begin(), codecs::unzigzag);
-    scratch.assign(run_count, 0);
-    codecs::decode_symbols(in.blob(), 0, scratch);
+    const std::span<std::uint32_t> raw_symbols(reinterpret_cast<std::uint32_t*>(s.symbols.data()), s.symbols.size());
+    codecs::decode_symbols(in.blob(), shape.width, raw_symbols);
+    for (auto& v : s.symbols) v = codecs::unzigzag(std::uint32_t(v));
     s.run_values.resize(run_count);
-    std::transform(scratch.begin(), scratch.end(), s.run_values.begin(), codecs::unzigzag);
+    const std::span<std::uint32_t> raw_values(reinterpret_cast<std::uint32_t*>(s.run_values.data()), run_count);
+    codecs::decode_symbols(in.blob(), 0, raw_values);
+    for (auto& v : s.run_values) v = codecs::unzigzag(std::uint32_t(v));
     s.run_lengths.resize(run_count);
     codecs::decode_symbols(in.blob(), 0, s.run_lengths);
     for (auto& n : s.run_lengths) {
@@ -259,12 +262,12 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
       n += 1;
     }
     const std::size_t literal_count = in.varint(count * shape.size(), "literal count");
-    scratch.assign(literal_count, 0);
-    codecs::decode_symbols(in.blob(), 0, scratch);
+    std::vector<std::uint32_t> literal_values(literal_count);
+    codecs::decode_symbols(in.blob(), 0, literal_values);
     s.literals.resize(literal_count);
     for (std::size_t i = 0; i < literal_count; ++i) {
-      if (scratch[i] > shape.max_value) in.fail("literal out of the pixel range");
-      s.literals[i] = std::uint16_t(scratch[i]);
+      if (literal_values[i] > shape.max_value) in.fail("literal out of the pixel range");
+      s.literals[i] = std::uint16_t(literal_values[i]);
     }
     in.expect_end();
     literals.emplace_back(s.literals);

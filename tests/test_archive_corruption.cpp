@@ -592,10 +592,8 @@ TEST_CASE("a full disk during compress is an OutputError and leaves nothing behi
   CHECK(listing(out_dir).empty());
 }
 
-// Known bug: write_frame trusts cv::imwrite's return value, which does not report failed writes, so
-// decompress on a full disk exits 0 with truncated frames. Drop [!mayfail] once frame_writer.cpp
-// checks its writes.
-TEST_CASE("a full disk during decompress is an OutputError and leaves nothing behind", "[archive][!mayfail]") {
+// cv::imwrite does not report failed writes; frames are encoded in memory and written with checks.
+TEST_CASE("a full disk during decompress is an OutputError and leaves nothing behind", "[archive]") {
   const SampleArchive sample;
   const fs::path out_dir = sample.dir / "out";
   fs::create_directories(out_dir);

@@ -66,10 +66,11 @@ TEST_CASE("lossless GOPs round trip bit for bit with every predictor", "[gop]") 
     const auto frames = moving_scene(shape, 6, 1);
     for (const char* kind : {"intra", "previous", "linear", "motion"}) {
       const auto predictor = make_classical_predictor(kind);
-      for (bool adaptive : {false, true}) {
+      for (int coders : {0, 1, 2}) {  // zstd only, + rANS, + adaptive
         CodingSettings settings;
-        settings.adaptive_coder = adaptive;
-        INFO(kind << " " << shape.width << "x" << shape.height << "x" << shape.channels << " max " << shape.max_value);
+        settings.rans_coder = coders == 1;
+        settings.adaptive_coder = coders == 2;
+        INFO(kind << " coders " << coders << " " << " " << shape.width << "x" << shape.height << "x" << shape.channels << " max " << shape.max_value);
         REQUIRE(round_trip(*predictor, shape, frames, settings) == frames);
       }
     }

@@ -1,0 +1,269 @@
+#include "compressor/batch.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "compressor/archive.hpp"
+#include "compressor/decoder.hpp"
+#include "compressor/errors.hpp"
+
+namespace tezip {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string shard_file(std::size_t i) {
+  char name[32];
+  std::snprintf(name, sizeof name, "shard-%05zu.tzp", i);
+  return name;
+}
+
+// Largest first, each into the lightest bin; ties by index. Returns the bin of each item.
+std::vector<std::size_t> balance(std::span<const std::uint64_t> weights, std::size_t bins) {
+  std::vector<std::size_t> order(weights.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return weights[a] > weights[b]; });
+  std::vector<std::uint64_t> load(bins, 0);
+  std::vector<std::size_t> bin_of(weights.size(), 0);
+  for (const std::size_t i : order) {
+    const std::size_t lightest = std::size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    bin_of[i] = lightest;
+    load[lightest] += weights[i];
+  }
+  return bin_of;
+}
+
+// The settings an archive written with `options` records, writer aside (a newer tezip may keep a
+// shard an older one wrote, as long as it encodes the same way).
+std::vector<std::uint8_t> settings_bytes(ArchiveSettings settings) {
+  settings.writer.clear();
+  ArchiveIndex index;
+  index.settings = std::move(settings);
+  return serialize_index(index);
+}
+
+// Hidden files a killed worker may have left for shard `file`: ".shard-00003.tzp.unverified" and
+// the archive writer's "..shard-00003.tzp.unverified.tmp-PID-N".
+void remove_leftovers(const fs::path& dir, const std::string& file) {
+  std::error_code ec;
+  std::vector<fs::path> leftovers;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    const auto dots = name.find_first_not_of('.');
+    if (dots != 0 && dots != std::string::npos && name.compare(dots, file.size(), file) == 0) leftovers.push_back(it->path());
+  }
+  for (const auto& path : leftovers) fs::remove(path, ec);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+std::vector<std::size_t> BatchPlan::shards_of(unsigned worker) const {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < shards.size(); ++i)
+    if (shards[i].worker == worker) out.push_back(i);
+  return out;
+}
+
+std::uint64_t BatchPlan::raw_bytes_of(unsigned worker) const {
+  std::uint64_t total = 0;
+  for (const auto& s : shards)
+    if (s.worker == worker) total += s.raw_bytes;
+  return total;
+}
+
+BatchPlan plan_batch(std::vector<SequenceSize> sequences, std::uint64_t shard_size, unsigned workers) {
+  if (shard_size == 0) throw std::invalid_argument("plan_batch: shard size must be at least 1 byte");
+  if (workers == 0) throw std::invalid_argument("plan_batch: at least one worker");
+  BatchPlan plan;
+  plan.workers = workers;
+  plan.sequences = std::move(sequences);
+  if (plan.sequences.empty()) return plan;
+  std::uint64_t total = 0;
+  std::vector<std::uint64_t> sizes;
+  for (const auto& s : plan.sequences) {
+    total += s.raw_bytes;
+    sizes.push_back(s.raw_bytes);
+  }
+  const std::uint64_t wanted = total / shard_size + (total % shard_size != 0);
+  const std::size_t count = std::clamp<std::uint64_t>(wanted, 1, plan.sequences.size());
+  const auto shard_of = balance(sizes, count);
+  plan.shards.resize(count);
+  for (std::size_t i = 0; i < plan.sequences.size(); ++i) {  // in dataset order within each shard
+    auto& shard = plan.shards[shard_of[i]];
+    shard.sequences.push_back(i);
+    shard.frames += plan.sequences[i].frames;
+    shard.raw_bytes += plan.sequences[i].raw_bytes;
+  }
+  std::vector<std::uint64_t> shard_sizes;
+  for (std::size_t i = 0; i < count; ++i) {
+    plan.shards[i].file = shard_file(i);
+    shard_sizes.push_back(plan.shards[i].raw_bytes);
+  }
+  const auto worker_of = balance(shard_sizes, workers);
+  for (std::size_t i = 0; i < count; ++i) plan.shards[i].worker = unsigned(worker_of[i]);
+  return plan;
+}
+
+BatchJob::BatchJob(const fs::path& input, fs::path output_dir, BatchOptions options)
+    : output_dir_(std::move(output_dir)), options_(std::move(options)), sources_(open_sources(input)) {
+  std::vector<SequenceSize> sizes;
+  for (const auto& s : sources_)
+    sizes.push_back({s->name(), s->frame_count(), std::uint64_t(s->geometry().raw_bytes()) * s->frame_count()});
+  plan_ = plan_batch(std::move(sizes), options_.shard_size, options_.workers);
+  options_.compress.progress = {};
+  options_.compress.overwrite = true;  // only ever over this job's own hidden files
+  std::error_code ec;
+  fs::create_directories(output_dir_, ec);
+  if (ec) throw OutputError(output_dir_.string() + ": cannot create: " + ec.message());
+}
+
+BatchJob::~BatchJob() = default;
+
+std::string BatchJob::check_shard(const fs::path& path, std::size_t shard, bool deep) const {
+  try {
+    const auto& planned = plan_.shards.at(shard);
+    const ArchiveReader reader(path);
+    const auto& index = reader.index();
+    ArchiveSettings expected;
+    expected.coding = options_.compress.coding;
+    expected.predictor = make_classical_predictor(options_.compress.predictor)->identity();
+    expected.gop = options_.compress.gop;
+    if (settings_bytes(index.settings) != settings_bytes(expected)) return "written with other settings";
+    if (index.sequences.size() != planned.sequences.size()) return "holds other sequences than the plan's";
+    for (std::size_t k = 0; k < planned.sequences.size(); ++k) {
+      const auto& want = plan_.sequences[planned.sequences[k]];
+      if (index.sequences[k].name != want.name || index.sequences[k].frames.size() != want.frames)
+        return "holds other sequences than the plan's";
+    }
+    if (index.raw_bytes() != planned.raw_bytes) return "holds other frames than the plan's";
+    if (!deep) return "";
+    const auto report = verify(path, std::nullopt, options_.compress.threads);
+    if (!report.failures.empty()) return "does not verify: " + report.failures.front();
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+WorkerReport BatchJob::run_worker(unsigned worker, const std::function<void(const ShardResult&)>& on_shard) {
+  if (worker >= plan_.workers)
+    throw std::invalid_argument("worker " + std::to_string(worker) + " of " + std::to_string(plan_.workers));
+  const auto start = std::chrono::steady_clock::now();
+  WorkerReport report;
+  report.worker = worker;
+  for (const std::size_t i : plan_.shards_of(worker)) {
+    const auto shard_start = std::chrono::steady_clock::now();
+    const auto& planned = plan_.shards[i];
+    const fs::path target = output_dir_ / planned.file;
+    ShardResult result;
+    result.shard = i;
+    result.raw_bytes = planned.raw_bytes;
+    std::error_code ec;
+    if (fs::exists(target, ec)) {
+      result.redone = check_shard(target, i, true);
+      result.kept = result.redone.empty();
+    }
+    if (!result.kept) {
+      remove_leftovers(output_dir_, planned.file);
+      std::vector<std::unique_ptr<SequenceSource>> chosen;
+      for (const std::size_t s : planned.sequences) {
+        if (!sources_[s]) throw std::logic_error("BatchJob::run_worker: sequence '" + plan_.sequences[s].name + "' used twice");
+        chosen.push_back(std::move(sources_[s]));
+      }
+      const fs::path unverified = output_dir_ / std::string(".").append(planned.file).append(".unverified");
+      compress_sources(std::move(chosen), unverified, options_.compress);
+      const std::string problem = check_shard(unverified, i, true);
+      if (!problem.empty()) {
+        fs::remove(unverified, ec);
+        throw DataError(target.string() + ": the shard just written " + problem);
+      }
+      // Replaces a damaged shard in one step: readers see the old file or the new, never neither.
+      fs::rename(unverified, target, ec);
+      if (ec) throw OutputError(target.string() + ": cannot rename into place: " + ec.message());
+      report.written_raw_bytes += planned.raw_bytes;
+    }
+    result.archive_bytes = fs::file_size(target);
+    result.seconds = seconds_since(shard_start);
+    report.raw_bytes += result.raw_bytes;
+    report.archive_bytes += result.archive_bytes;
+    report.shards.push_back(result);
+    if (on_shard) on_shard(result);
+  }
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+std::optional<DatasetIndex> BatchJob::write_index_if_complete() const {
+  DatasetIndex index;
+  for (std::size_t i = 0; i < plan_.shards.size(); ++i) {
+    const auto& planned = plan_.shards[i];
+    const fs::path path = output_dir_ / planned.file;
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return std::nullopt;
+    // Its writer verified it before giving it this name. A file left by another plan (other shard
+    // size or settings) is not this plan's shard: its worker will redo it and write the index then.
+    if (!check_shard(path, i, false).empty()) return std::nullopt;
+    ShardEntry entry;
+    entry.path = planned.file;
+    entry.size = fs::file_size(path);
+    entry.hash = hash_file(path);
+    for (const std::size_t s : planned.sequences) entry.sequences.push_back(plan_.sequences[s].name);
+    entry.frames = planned.frames;
+    entry.raw_bytes = planned.raw_bytes;
+    index.shards.push_back(std::move(entry));
+  }
+  const auto path = index_path();
+  bool same = false;
+  try {
+    if (is_dataset_index(path)) {
+      const auto existing = read_dataset_index(path);
+      same = existing.shards.size() == index.shards.size() &&
+             std::equal(existing.shards.begin(), existing.shards.end(), index.shards.begin(), [](const auto& a, const auto& b) {
+               return a.path == b.path && a.size == b.size && a.hash == b.hash && a.sequences == b.sequences &&
+                      a.frames == b.frames && a.raw_bytes == b.raw_bytes;
+             });
+    }
+  } catch (const std::exception&) {
+    same = false;  // a damaged index is simply rewritten
+  }
+  if (!same) write_dataset_index(path, index);
+  return index;
+}
+
+BatchSummary summarize(const BatchPlan& plan, const DatasetIndex& index, std::span<const double> worker_seconds) {
+  BatchSummary summary;
+  summary.workers.resize(plan.workers);
+  for (std::size_t i = 0; i < index.shards.size() && i < plan.shards.size(); ++i) {
+    const auto& e = index.shards[i];
+    const auto& p = plan.shards[i];
+    summary.shards.push_back({e.path, p.worker, e.sequences.size(), e.frames, e.raw_bytes, e.size});
+    auto& w = summary.workers[p.worker];
+    ++w.shards;
+    w.raw_bytes += e.raw_bytes;
+    w.archive_bytes += e.size;
+    summary.raw_bytes += e.raw_bytes;
+    summary.archive_bytes += e.size;
+  }
+  auto imbalance = [](const std::vector<double>& v) {
+    const double mean = std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+    return mean > 0 ? *std::max_element(v.begin(), v.end()) / mean : 1.0;
+  };
+  std::vector<double> raw;
+  for (const auto& w : summary.workers) raw.push_back(double(w.raw_bytes));
+  summary.planned_imbalance = imbalance(raw);
+  if (worker_seconds.size() == plan.workers) {
+    for (std::size_t i = 0; i < plan.workers; ++i) summary.workers[i].seconds = worker_seconds[i];
+    summary.time_imbalance = imbalance({worker_seconds.begin(), worker_seconds.end()});
+  }
+  return summary;
+}
+
+}  // namespace tezip

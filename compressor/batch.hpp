@@ -1,0 +1,129 @@
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compressor/dataset_index.hpp"
+#include "compressor/encoder.hpp"
+#include "compressor/source.hpp"
+
+namespace tezip {
+
+// A dataset compressed by a batch job (docs/batch.md): its sequences are split into shards, each an
+// ordinary archive, and the shards among workers (MPI ranks or Slurm array tasks). The plan depends
+// only on the input and the shard size, never on the number of workers, so the output does not
+// either, and any worker can be rerun alone.
+
+struct SequenceSize {
+  std::string name;
+  std::uint64_t frames = 0;
+  std::uint64_t raw_bytes = 0;
+};
+
+struct PlannedShard {
+  std::string file;                    // "shard-00003.tzp", in the output folder
+  std::vector<std::size_t> sequences;  // indices into BatchPlan::sequences, in dataset order
+  std::uint64_t frames = 0;
+  std::uint64_t raw_bytes = 0;
+  unsigned worker = 0;  // the rank or task that writes it
+};
+
+struct BatchPlan {
+  std::vector<SequenceSize> sequences;  // the dataset's, in open_sources order
+  std::vector<PlannedShard> shards;
+  unsigned workers = 1;
+
+  std::vector<std::size_t> shards_of(unsigned worker) const;
+  std::uint64_t raw_bytes_of(unsigned worker) const;
+};
+
+inline constexpr std::uint64_t kDefaultShardSize = std::uint64_t(1) << 30;  // raw bytes
+
+// ceil(total / shard_size) shards (at least one, at most one per sequence), filled by raw size,
+// largest sequence first, each into the lightest shard so far; then shards to workers the same way.
+// Ties go to the lower index, so the plan is a pure function of its arguments. A sequence is never
+// split: a shard holding one sequence larger than shard_size is that large.
+BatchPlan plan_batch(std::vector<SequenceSize> sequences, std::uint64_t shard_size, unsigned workers);
+
+struct BatchOptions {
+  CompressOptions compress;  // progress is not used: a batch job logs one line per shard
+  std::uint64_t shard_size = kDefaultShardSize;
+  unsigned workers = 1;
+};
+
+struct ShardResult {
+  std::size_t shard = 0;
+  bool kept = false;    // already complete and verified: not written again
+  std::string redone;   // why an existing shard was replaced ("" when there was none)
+  std::uint64_t raw_bytes = 0;
+  std::uint64_t archive_bytes = 0;
+  double seconds = 0;
+};
+
+struct WorkerReport {
+  unsigned worker = 0;
+  std::vector<ShardResult> shards;
+  std::uint64_t raw_bytes = 0;      // of this worker's shards, written or kept
+  std::uint64_t archive_bytes = 0;
+  std::uint64_t written_raw_bytes = 0;  // of the shards written by this run
+  double seconds = 0;
+};
+
+// Ratio per shard, bytes per worker and the load imbalance, for the final summary.
+struct BatchSummary {
+  struct Shard {
+    std::string file;
+    unsigned worker = 0;
+    std::size_t sequences = 0;
+    std::uint64_t frames = 0, raw_bytes = 0, archive_bytes = 0;
+  };
+  struct Worker {
+    std::size_t shards = 0;
+    std::uint64_t raw_bytes = 0, archive_bytes = 0;
+    double seconds = -1;  // measured (MPI gathers it); -1 when unknown
+  };
+  std::vector<Shard> shards;
+  std::vector<Worker> workers;
+  std::uint64_t raw_bytes = 0, archive_bytes = 0;
+  double planned_imbalance = 1;  // max / mean raw bytes per worker
+  double time_imbalance = 0;     // max / mean seconds per worker; 0 when not measured
+};
+
+class BatchJob {
+ public:
+  // Opens INPUT (see open_sources) and plans the job; OUTDIR is created when missing.
+  BatchJob(const std::filesystem::path& input, std::filesystem::path output_dir, BatchOptions options);
+  ~BatchJob();
+  BatchJob(const BatchJob&) = delete;
+  BatchJob& operator=(const BatchJob&) = delete;
+
+  const BatchPlan& plan() const { return plan_; }
+  std::filesystem::path index_path() const { return output_dir_ / "index.json"; }
+
+  // Writes the shards of `worker` that are missing, damaged or not this plan's; keeps those that are
+  // complete and verify. A shard is compressed under a hidden name, verified, then renamed into
+  // place, so a shard's final name only ever holds a verified archive. Call once per worker and job.
+  WorkerReport run_worker(unsigned worker, const std::function<void(const ShardResult&)>& on_shard = {});
+
+  // When every planned shard is in place, writes OUTDIR/index.json (atomically, unless it already
+  // says exactly this) and returns the index; nullopt while some shard is still missing.
+  std::optional<DatasetIndex> write_index_if_complete() const;
+
+ private:
+  // Why the file at `path` is not shard `shard` of this plan; "" when it is. `deep` decodes it all.
+  std::string check_shard(const std::filesystem::path& path, std::size_t shard, bool deep) const;
+
+  std::filesystem::path output_dir_;
+  BatchOptions options_;
+  std::vector<std::unique_ptr<SequenceSource>> sources_;
+  BatchPlan plan_;
+};
+
+BatchSummary summarize(const BatchPlan& plan, const DatasetIndex& index, std::span<const double> worker_seconds = {});
+
+}  // namespace tezip

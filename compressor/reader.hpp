@@ -1,0 +1,89 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compressor/frame.hpp"
+
+namespace tezip {
+
+// How the pixels of a clip are laid out in memory.
+enum class ClipLayout : std::uint8_t {
+  Planar,       // (T, C, H, W): what the archive stores, and what torch wants
+  Interleaved,  // (T, H, W, C): what NumPy and OpenCV want (channel order as stored: BGR for images)
+};
+
+// `length` consecutive frames of one sequence, in the sequence's pixel type (uint8 or uint16,
+// native endianness) and the requested layout.
+struct Clip {
+  std::size_t sequence = 0;
+  std::size_t start = 0;
+  std::size_t length = 0;
+  Geometry geometry;
+  ClipLayout layout = ClipLayout::Planar;
+  std::vector<std::uint8_t> data;  // length * geometry.raw_bytes() bytes
+
+  std::size_t element_size() const { return geometry.type == PixelType::U8 ? 1 : 2; }
+  // Pixel i of the clip in memory order, widened to uint16.
+  std::uint16_t at(std::size_t i) const;
+};
+
+// Copies planar uint16 frames into `out` (frames.size() * geometry.raw_bytes() bytes) in the
+// geometry's pixel type and the given layout.
+void pack_frames(std::span<const std::vector<std::uint16_t>* const> frames, const Geometry& geometry, ClipLayout layout,
+                 std::span<std::uint8_t> out);
+
+// A GOP of the opened data: the unit that is decoded, cached, sharded and shuffled.
+struct Block {
+  std::size_t sequence = 0;  // global sequence index
+  std::size_t first_frame = 0;
+  std::size_t frame_count = 0;
+  std::uint64_t bytes = 0;   // compressed size: what reading this block costs
+};
+
+struct ReaderOptions {
+  std::size_t cache_gops = 16;  // decoded GOPs kept (least recently used go first); at least 1
+};
+
+// Random access to the frames of an archive or of a dataset index of several archives (whose
+// sequences are numbered shard after shard). Decodes only the GOPs a request needs and keeps the
+// most recently used ones; concurrent requests for one GOP decode it once. Thread-safe.
+// Damaged data raises DataError naming the archive, sequence and frame; bad arguments raise
+// std::out_of_range.
+class Reader {
+ public:
+  explicit Reader(const std::filesystem::path& input, const ReaderOptions& options = {});
+  ~Reader();
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+
+  std::size_t num_sequences() const;
+  const std::string& sequence_name(std::size_t sequence) const;
+  const Geometry& geometry(std::size_t sequence) const;
+  std::size_t num_frames(std::size_t sequence) const;
+
+  // GOPs in order: sequence by sequence, frames in order.
+  std::span<const Block> blocks() const;
+  // The block holding frame `frame` of `sequence`.
+  std::size_t block_of(std::size_t sequence, std::size_t frame) const;
+
+  Clip frame(std::size_t sequence, std::size_t t, ClipLayout layout = ClipLayout::Planar) const;
+  Clip clip(std::size_t sequence, std::size_t start, std::size_t length, ClipLayout layout = ClipLayout::Planar) const;
+  // The decoded planar frames of a block (shared with the cache).
+  std::shared_ptr<const std::vector<std::vector<std::uint16_t>>> decode_block(std::size_t block) const;
+
+  struct CacheStats {
+    std::uint64_t hits = 0, misses = 0;
+  };
+  CacheStats cache_stats() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tezip

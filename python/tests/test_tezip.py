@@ -1,0 +1,133 @@
+"""The tezip Python module: Reader, Stream, and the torch adapter when torch imports."""
+import os
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+import tezip
+
+
+def synthetic(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    base = np.linspace(0, 1, shape[2])[None, None, :]
+    if len(shape) == 4:
+        base = base[..., None]
+    frames = (base * 0.6 + rng.random(shape) * 0.4) * np.iinfo(dtype).max
+    return frames.astype(dtype)
+
+
+class TezipTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        binary = os.environ.get("TEZIP_BINARY", "tezip")
+        cls.gray = synthetic((3, 11, 12, 10), np.uint8, 1)        # 3 sequences of 11 frames
+        cls.colour = synthetic((9, 8, 6, 3), np.uint16, 2)       # 9 frames (H, W, C)
+        cls.paths = {}
+        for name, array in (("gray", cls.gray), ("colour", cls.colour)):
+            npy = os.path.join(cls.tmp.name, name + ".npy")
+            np.save(npy, array)
+            out = os.path.join(cls.tmp.name, name + ".tzp")
+            subprocess.run([binary, "compress", npy, "-o", out, "--gop", "3", "-q"], check=True)
+            cls.paths[name] = out
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_reader(self):
+        r = tezip.Reader(self.paths["gray"])
+        self.assertEqual(r.num_sequences, 3)
+        self.assertEqual([r.num_frames(s) for s in range(3)], [11, 11, 11])
+        f = r.frame(1, 4)
+        self.assertEqual(f.shape, (12, 10))
+        self.assertEqual(f.dtype, np.uint8)
+        np.testing.assert_array_equal(f, self.gray[1, 4])
+        c = r.clip(2, 2, 5)
+        self.assertEqual(c.shape, (5, 12, 10))
+        np.testing.assert_array_equal(c, self.gray[2, 2:7])
+        with self.assertRaises(IndexError):
+            r.frame(0, 11)
+
+    def test_colour_uint16(self):
+        r = tezip.Reader(self.paths["colour"])
+        f = r.frame(0, 3)
+        self.assertEqual(f.shape, (8, 6, 3))
+        self.assertEqual(f.dtype, np.uint16)
+        np.testing.assert_array_equal(f, self.colour[3])
+        np.testing.assert_array_equal(r.clip(0, 0, 9), self.colour)
+
+    def test_stream_lossless_and_complete(self):
+        s = tezip.Stream(self.paths["gray"], clip_len=4, stride=2, shuffle_buffer=8, threads=2, prefetch=4)
+        seen = set()
+        for sample in s:
+            self.assertEqual(sample.frames.shape, (4, 12, 10))
+            np.testing.assert_array_equal(sample.frames, self.gray[sample.sequence, sample.start:sample.start + 4])
+            seen.add((sample.sequence, sample.start))
+        self.assertEqual(seen, {(q, t) for q in range(3) for t in range(0, 8, 2)})
+        self.assertEqual(len(s), len(seen))
+
+    def test_stream_shards(self):
+        shards = []
+        for rank in range(2):
+            s = tezip.Stream(self.paths["gray"], clip_len=2, rank=rank, world_size=2, seed=3, epoch=1)
+            shards.append([(x.sequence, x.start) for x in s if not x.repeated])
+        self.assertFalse(set(shards[0]) & set(shards[1]))
+        self.assertEqual(len(set(shards[0]) | set(shards[1])), 3 * 10)
+        rep = tezip.Stream(self.paths["gray"], clip_len=2, rank=0, world_size=2).exchange_report()
+        self.assertEqual(len(rep["bytes"]), 2)
+
+    def test_resume(self):
+        kwargs = dict(clip_len=1, seed=5, epoch=2, shuffle_buffer=16, threads=2)
+        whole = [(x.sequence, x.start) for x in tezip.Stream(self.paths["gray"], **kwargs)]
+        s = tezip.Stream(self.paths["gray"], **kwargs)
+        head = [(next(s).sequence, 0)[0] for _ in range(7)]
+        state = s.state_dict()
+        self.assertEqual(state["position"], 7)
+        rest = [(x.sequence, x.start) for x in tezip.Stream(self.paths["gray"], state=state, **kwargs)]
+        self.assertEqual(rest, whole[7:])
+        self.assertEqual(head, [q for q, _ in whole[:7]])
+
+    def test_corrupt_chunk_raises(self):
+        damaged = os.path.join(self.tmp.name, "damaged.tzp")
+        with open(self.paths["gray"], "rb") as f:
+            data = bytearray(f.read())
+        data[100] ^= 0x5A  # inside the first chunks, past the 16-byte header
+        with open(damaged, "wb") as f:
+            f.write(bytes(data))
+        with self.assertRaises(tezip.DataError):
+            for _ in tezip.Stream(damaged, threads=2):
+                pass
+
+
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch is not installed")
+class TorchTest(unittest.TestCase):
+    def test_clip_dataset_with_workers(self):
+        import torch
+        import tezip.torch as tt
+        TezipTest.setUpClass()
+        try:
+            ds = tt.ClipDataset(TezipTest.paths["gray"], clip_len=2, stride=2, return_index=True,
+                                dtype=torch.float32)
+            loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2)
+            keys = []
+            for clips, seqs, starts in loader:
+                self.assertEqual(tuple(clips.shape[1:]), (2, 1, 12, 10))
+                self.assertEqual(clips.dtype, torch.float32)
+                keys += list(zip(seqs.tolist(), starts.tolist()))
+            self.assertEqual(set(keys), {(q, t) for q in range(3) for t in range(0, 10, 2)})
+        finally:
+            TezipTest.tearDownClass()
+
+
+if __name__ == "__main__":
+    unittest.main()

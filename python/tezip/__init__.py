@@ -1,0 +1,13 @@
+"""Read tezip archives from Python.
+
+    r = tezip.Reader("data.tzp")        # or a dataset index
+    r.frame(seq, t)                      # ndarray (H, W) or (H, W, C), uint8 or uint16
+    for sample in tezip.Stream("data.tzp", clip_len=8, stride=8, shuffle_buffer=256):
+        sample.frames                    # ndarray (T, H, W[, C])
+
+Colour frames keep the channel order they were stored in: BGR for image files read by OpenCV.
+`tezip.torch.ClipDataset` wraps a Stream for torch.utils.data.DataLoader.
+"""
+from ._tezip import DataError, InputError, Reader, Sample, Stream
+
+__all__ = ["DataError", "InputError", "Reader", "Sample", "Stream"]
