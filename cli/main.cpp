@@ -135,9 +135,9 @@ void add_coding_options(cxxopts::Options& options) {
       "predictor", "intra, previous, linear or motion", cxxopts::value<std::string>()->default_value("previous"))(
       "quantizer", "linear (SZ-style) or interval (TEZIP's); default by mode", cxxopts::value<std::string>())(
       "gop", "frames per GOP (static window); the longest GOP with --mse-threshold",
-      cxxopts::value<std::uint64_t>()->default_value("16"))(
-      "mse-threshold", "dynamic window: a new key frame when the forecast's MSE passes T", cxxopts::value<double>())(
-      "level", "zstd level 1-22", cxxopts::value<int>()->default_value("3"))(
+      cxxopts::value<std::uint64_t>()->default_value("32"))(
+      "mse-threshold", "dynamic window: a new key frame when the forecast's MSE (pixels scaled to [0, 1]) passes T, e.g. 0.002", cxxopts::value<double>())(
+      "level", "zstd level 1-22", cxxopts::value<int>()->default_value("9"))(
       "coder", "fast (smaller of zstd and static context rANS, per stream), best (adds the adaptive coder: ~1% smaller, ~5x slower to decode) or zstd",
       cxxopts::value<std::string>()->default_value("fast"));
 }

@@ -19,7 +19,7 @@ enum class GopKind : std::uint8_t { Static = 0, Dynamic = 1 };
 
 struct GopPolicy {
   GopKind kind = GopKind::Static;
-  std::uint64_t size = 16;         // Static: frames per GOP; Dynamic: the longest GOP allowed
+  std::uint64_t size = 32;         // Static: frames per GOP; Dynamic: the longest GOP allowed
   double mse_threshold = 0;        // Dynamic: a new key frame when the forecast's MSE passes this
 };
 

@@ -15,7 +15,7 @@ enum class QuantizerKind : std::uint8_t { Linear = 0, Interval = 1 };
 struct CodingSettings {
   codecs::ErrorBound bound;
   QuantizerKind quantizer = QuantizerKind::Linear;
-  int zstd_level = 3;
+  int zstd_level = 9;  // docs/defaults.md
   // Coders tried besides zstd; the smallest output is kept per stream. The static context rANS
   // coder decodes ~5x faster than the adaptive one and is within 1.5% of its size (docs/coders.md).
   bool rans_coder = true;
