@@ -276,7 +276,7 @@ def table(meta, rows):
         if best_lossless is not None and r["mode"] == "lossless" and good(r) and fnum(r["ratio"]) == best_lossless:
             ratio = f"**{ratio}**"
         note = r["status"] if r["status"] != "ok" else ""
-        if r["note"] and r["note"] != "decode writes image files":
+        if r["note"] and r["note"] not in ("decode writes image files", "decode to memory with checksums"):
             n = re.sub(r"^first \d+ of \d+ frames;? ?", "", r["note"])
             note = f"{note}; {n}" if note and n else (note or n)
         lines.append(f"| {r['codec']} | {settings(r)} | {frames_cell(r, meta)} | {ratio} | "

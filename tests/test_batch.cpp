@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include "support/temp_dir.hpp"
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,21 +30,7 @@ using namespace tezip;
 
 namespace {
 
-// A fresh folder under the system temp dir, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("tezip-test-batch-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
+using tezip::test::TempDir;
 
 struct SequenceSpec {
   std::string name;  // sub-folder, may be nested
@@ -214,9 +202,9 @@ TEST_CASE("dataset index: round trip, detection and malformed files", "[batch]")
   DatasetIndex index;
   index.shards.push_back({"shard-00000.tzp", 1234, 0xfedcba9876543210ull, {"a", "b/c"}, 12, 4096});
   index.shards.push_back({"shard-00001.tzp", 99, 7, {""}, 3, 300});
-  const auto path = dir.path / "index.json";
+  const auto path = dir.path() / "index.json";
   write_dataset_index(path, index);
-  CHECK(hidden_files(dir.path).empty());
+  CHECK(hidden_files(dir.path()).empty());
   REQUIRE(is_dataset_index(path));
   const auto back = read_dataset_index(path);
   REQUIRE(back.shards.size() == 2);
@@ -226,11 +214,11 @@ TEST_CASE("dataset index: round trip, detection and malformed files", "[batch]")
   CHECK(back.shards[1].raw_bytes == 300);
   const auto paths = archive_paths(path);
   REQUIRE(paths.size() == 2);
-  CHECK(paths[1] == fs::absolute(dir.path / "shard-00001.tzp").lexically_normal());
+  CHECK(paths[1] == fs::absolute(dir.path() / "shard-00001.tzp").lexically_normal());
 
   auto malformed = [&](const std::string& text) {
-    std::ofstream(dir.path / "bad.json") << text;
-    return dir.path / "bad.json";
+    std::ofstream(dir.path() / "bad.json") << text;
+    return dir.path() / "bad.json";
   };
   CHECK_THROWS_AS(read_dataset_index(malformed("{\"format\": \"tezip-dataset\", ")), DataError);
   CHECK_THROWS_AS(read_dataset_index(malformed("{\"format\": \"other\", \"version\": 1, \"shards\": []}")), DataError);
@@ -248,21 +236,21 @@ TEST_CASE("dataset index: round trip, detection and malformed files", "[batch]")
                   DataError);
   CHECK_THROWS_AS(read_dataset_index(malformed(R"({"format": "tezip-dataset", "version": 1, "shards": [{"path": "x"}]})")),
                   DataError);
-  CHECK_THROWS_AS(read_dataset_index(dir.path / "missing.json"), InputError);
-  std::ofstream(dir.path / "not-json.tzp") << "TZIP....";
-  CHECK_FALSE(is_dataset_index(dir.path / "not-json.tzp"));
-  CHECK_FALSE(is_dataset_index(dir.path));
+  CHECK_THROWS_AS(read_dataset_index(dir.path() / "missing.json"), InputError);
+  std::ofstream(dir.path() / "not-json.tzp") << "TZIP....";
+  CHECK_FALSE(is_dataset_index(dir.path() / "not-json.tzp"));
+  CHECK_FALSE(is_dataset_index(dir.path()));
 }
 
 TEST_CASE("batch: lossless, equal to a serial run, the same for any number of array tasks", "[batch]") {
   TempDir dir;
-  const auto input = dir.path / "data";
+  const auto input = dir.path() / "data";
   write_dataset(input, mixed_dataset());
   const std::uint64_t shard_size = total_raw(input) / 4;
 
-  compress(input, dir.path / "serial.tzp", test_options());
-  const auto one = dir.path / "one";
-  const auto three = dir.path / "three";
+  compress(input, dir.path() / "serial.tzp", test_options());
+  const auto one = dir.path() / "one";
+  const auto three = dir.path() / "three";
   const auto first = run_task(input, one, shard_size, 0, 1);
   CHECK(first.shards.size() >= 4);
   for (const auto& r : first.shards) CHECK_FALSE(r.kept);
@@ -280,7 +268,7 @@ TEST_CASE("batch: lossless, equal to a serial run, the same for any number of ar
   CHECK(hidden_files(three).empty());
 
   // The same sequences and frame checksums as one archive of the whole dataset.
-  CHECK(frame_hashes(one / "index.json") == frame_hashes(dir.path / "serial.tzp"));
+  CHECK(frame_hashes(one / "index.json") == frame_hashes(dir.path() / "serial.tzp"));
   const auto report = verify(one / "index.json", input, 2);
   CHECK(report.failures.empty());
   CHECK(report.ok());
@@ -289,11 +277,11 @@ TEST_CASE("batch: lossless, equal to a serial run, the same for any number of ar
   // Restored frame for frame, in the dataset's folders.
   DecompressOptions d;
   d.threads = 2;
-  decompress(one / "index.json", dir.path / "restored", d);
+  decompress(one / "index.json", dir.path() / "restored", d);
   std::size_t frames = 0;
   for (const auto& spec : mixed_dataset())
     for (const auto& e : fs::directory_iterator(input / spec.name)) {
-      const auto restored = dir.path / "restored" / spec.name / e.path().filename();
+      const auto restored = dir.path() / "restored" / spec.name / e.path().filename();
       INFO(restored);
       REQUIRE(fs::exists(restored));
       CHECK(same_pixels(cv::imread(e.path().string(), cv::IMREAD_UNCHANGED), cv::imread(restored.string(), cv::IMREAD_UNCHANGED)));
@@ -309,10 +297,10 @@ TEST_CASE("batch: lossless, equal to a serial run, the same for any number of ar
 
 TEST_CASE("batch rerun: keeps complete shards, redoes damaged and missing ones, rewrites the index", "[batch]") {
   TempDir dir;
-  const auto input = dir.path / "data";
+  const auto input = dir.path() / "data";
   write_dataset(input, mixed_dataset());
   const std::uint64_t shard_size = total_raw(input) / 4;
-  const auto out = dir.path / "out";
+  const auto out = dir.path() / "out";
   run_task(input, out, shard_size, 0, 1);
   const std::string original_index = read_text(out / "index.json");
   const auto index = read_dataset_index(out / "index.json");
@@ -352,11 +340,11 @@ TEST_CASE("batch rerun: keeps complete shards, redoes damaged and missing ones, 
 
 TEST_CASE("batch: a task killed midway and rerun leaves every sequence exactly once", "[batch]") {
   TempDir dir;
-  const auto input = dir.path / "data";
+  const auto input = dir.path() / "data";
   std::vector<SequenceSpec> specs;
   for (int i = 0; i < 8; ++i) specs.push_back({"seq" + std::to_string(i), 192, 160, 24, 1, CV_8U, "pgm"});
   write_dataset(input, specs);
-  const auto out = dir.path / "out";
+  const auto out = dir.path() / "out";
   const std::string shard_size = std::to_string(total_raw(input) / 8);
   const std::vector<std::string> args{"batch", input.string(), "-o", out.string(), "--shard-size", shard_size,
                                       "-T", "1", "--task-id", "0", "--num-tasks", "1"};
@@ -393,8 +381,8 @@ TEST_CASE("batch: a task killed midway and rerun leaves every sequence exactly o
   const auto index = quote((out / "index.json").string());
   CHECK(run_command(quote(TEZIP_BINARY) + " info " + index) == 0);
   CHECK(run_command(quote(TEZIP_BINARY) + " verify " + index + " --against " + quote(input.string())) == 0);
-  CHECK(run_command(quote(TEZIP_BINARY) + " decompress " + index + " -o " + quote((dir.path / "dec").string())) == 0);
-  CHECK(fs::exists(dir.path / "dec" / "seq7" / "f023.pgm"));
+  CHECK(run_command(quote(TEZIP_BINARY) + " decompress " + index + " -o " + quote((dir.path() / "dec").string())) == 0);
+  CHECK(fs::exists(dir.path() / "dec" / "seq7" / "f023.pgm"));
   fs::resize_file(out / "shard-00003.tzp", fs::file_size(out / "shard-00003.tzp") - 1);
   CHECK(run_command(quote(TEZIP_BINARY) + " verify " + index) == 2);
 }
@@ -403,11 +391,11 @@ TEST_CASE("batch: a task killed midway and rerun leaves every sequence exactly o
 // Registered with ctest only when tezip is built with MPI (tests/CMakeLists.txt).
 TEST_CASE("batch under mpirun -np 2 equals array tasks run one after another", "[.mpi]") {
   TempDir dir;
-  const auto input = dir.path / "data";
+  const auto input = dir.path() / "data";
   write_dataset(input, mixed_dataset());
   const std::string shard_size = std::to_string(total_raw(input) / 4);
-  const auto mpi = dir.path / "mpi";
-  const auto array = dir.path / "array";
+  const auto mpi = dir.path() / "mpi";
+  const auto array = dir.path() / "array";
   REQUIRE(run_command(quote(TEZIP_MPIEXEC) + " --allow-run-as-root --oversubscribe -np 2 " + quote(TEZIP_BINARY) + " batch " +
                       quote(input.string()) + " -o " + quote(mpi.string()) + " --shard-size " + shard_size) == 0);
   for (int t = 0; t < 2; ++t)
@@ -418,8 +406,8 @@ TEST_CASE("batch under mpirun -np 2 equals array tasks run one after another", "
   for (const auto& shard : read_dataset_index(mpi / "index.json").shards)
     CHECK(read_text(mpi / shard.path) == read_text(array / shard.path));
   CHECK(verify(mpi / "index.json", input, 2).ok());
-  compress(input, dir.path / "serial.tzp", test_options());
-  CHECK(frame_hashes(mpi / "index.json") == frame_hashes(dir.path / "serial.tzp"));
+  compress(input, dir.path() / "serial.tzp", test_options());
+  CHECK(frame_hashes(mpi / "index.json") == frame_hashes(dir.path() / "serial.tzp"));
   // A rerun under MPI has nothing left to do and keeps the index as it is.
   const auto before = read_text(mpi / "index.json");
   REQUIRE(run_command(quote(TEZIP_MPIEXEC) + " --allow-run-as-root --oversubscribe -np 2 " + quote(TEZIP_BINARY) + " batch " +

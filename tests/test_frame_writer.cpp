@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include "support/temp_dir.hpp"
+
 #include <filesystem>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -16,21 +18,7 @@ using namespace tezip;
 
 namespace {
 
-// A fresh folder under the system temp dir, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("tezip-test-writer-" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
+using tezip::test::TempDir;
 
 // Values spread over the whole range, extremes included, so a truncating encoder is caught.
 Frame make_frame(const std::string& name, const std::string& format, const Geometry& g) {
@@ -78,10 +66,10 @@ TEST_CASE("write_frame round-trips lossless formats exactly", "[writer]") {
     TempDir dir;
     const Geometry g{17, 9, c.channels, c.type};
     const Frame frame = make_frame(std::string("img_7.") + c.ext, c.format, g);
-    const fs::path written = write_frame(dir.path, frame, g, OutputFormat::Original);
-    CHECK(written == dir.path / (std::string("img_7.") + c.written_ext));
-    CHECK(listing(dir.path) == std::vector<std::string>{written.filename().string()});
-    auto sources = open_sources(dir.path);
+    const fs::path written = write_frame(dir.path(), frame, g, OutputFormat::Original);
+    CHECK(written == dir.path() / (std::string("img_7.") + c.written_ext));
+    CHECK(listing(dir.path()) == std::vector<std::string>{written.filename().string()});
+    auto sources = open_sources(dir.path());
     REQUIRE(sources.size() == 1);
     CHECK(sources[0]->geometry() == g);
     CHECK(sources[0]->read(0).pixels == frame.pixels);
@@ -91,18 +79,18 @@ TEST_CASE("write_frame round-trips lossless formats exactly", "[writer]") {
 TEST_CASE("container and PNG-forced frames are written as PNG", "[writer]") {
   TempDir dir;
   const Geometry g{8, 4, 3, PixelType::U8};
-  CHECK(write_frame(dir.path, make_frame("frame_000003", "video", g), g, OutputFormat::Original) ==
-        dir.path / "frame_000003.png");
-  CHECK(write_frame(dir.path, make_frame("frame_000004", "npy", g), g, OutputFormat::Original) ==
-        dir.path / "frame_000004.png");
+  CHECK(write_frame(dir.path(), make_frame("frame_000003", "video", g), g, OutputFormat::Original) ==
+        dir.path() / "frame_000003.png");
+  CHECK(write_frame(dir.path(), make_frame("frame_000004", "npy", g), g, OutputFormat::Original) ==
+        dir.path() / "frame_000004.png");
   const Frame ppm = make_frame("a.ppm", "ppm", g);
-  CHECK(write_frame(dir.path / "sub" / "seq", ppm, g, OutputFormat::Png) == dir.path / "sub" / "seq" / "a.png");
-  auto sources = open_sources(dir.path / "sub" / "seq");
+  CHECK(write_frame(dir.path() / "sub" / "seq", ppm, g, OutputFormat::Png) == dir.path() / "sub" / "seq" / "a.png");
+  auto sources = open_sources(dir.path() / "sub" / "seq");
   CHECK(sources[0]->read(0).pixels == ppm.pixels);
   // Overwrites an existing file in place.
-  CHECK(write_frame(dir.path, make_frame("frame_000003", "video", g), g, OutputFormat::Png) ==
-        dir.path / "frame_000003.png");
-  CHECK(listing(dir.path) == std::vector<std::string>{"frame_000003.png", "frame_000004.png", "sub"});
+  CHECK(write_frame(dir.path(), make_frame("frame_000003", "video", g), g, OutputFormat::Png) ==
+        dir.path() / "frame_000003.png");
+  CHECK(listing(dir.path()) == std::vector<std::string>{"frame_000003.png", "frame_000004.png", "sub"});
 }
 
 TEST_CASE("write_frame refuses bad frames and leaves nothing behind", "[writer]") {
@@ -110,25 +98,25 @@ TEST_CASE("write_frame refuses bad frames and leaves nothing behind", "[writer]"
   const Geometry g{8, 4, 1, PixelType::U8};
   Frame short_frame = make_frame("a.png", "png", g);
   short_frame.pixels.pop_back();
-  CHECK_THROWS_AS(write_frame(dir.path, short_frame, g, OutputFormat::Original), OutputError);
+  CHECK_THROWS_AS(write_frame(dir.path(), short_frame, g, OutputFormat::Original), OutputError);
   Frame too_big = make_frame("a.png", "png", g);
   too_big.pixels[3] = 256;
-  CHECK_THROWS_AS(write_frame(dir.path, too_big, g, OutputFormat::Original), OutputError);
+  CHECK_THROWS_AS(write_frame(dir.path(), too_big, g, OutputFormat::Original), OutputError);
   for (const char* name : {"../evil.png", "a/b.png", "", "..", "/abs.png"}) {
-    CHECK_THROWS_AS(write_frame(dir.path, make_frame(name, "png", g), g, OutputFormat::Original), OutputError);
+    CHECK_THROWS_AS(write_frame(dir.path(), make_frame(name, "png", g), g, OutputFormat::Original), OutputError);
   }
   const Geometry four{8, 4, 4, PixelType::U8};
-  CHECK_THROWS_AS(write_frame(dir.path, make_frame("a.png", "png", four), four, OutputFormat::Original),
+  CHECK_THROWS_AS(write_frame(dir.path(), make_frame("a.png", "png", four), four, OutputFormat::Original),
                   OutputError);
-  CHECK(listing(dir.path).empty());
+  CHECK(listing(dir.path()).empty());
 
   // A target that cannot be replaced (a folder of that name): the error names it, no temporary is left.
-  fs::create_directories(dir.path / "b.png" / "x");
+  fs::create_directories(dir.path() / "b.png" / "x");
   try {
-    write_frame(dir.path, make_frame("b.png", "png", g), g, OutputFormat::Original);
+    write_frame(dir.path(), make_frame("b.png", "png", g), g, OutputFormat::Original);
     FAIL("expected OutputError");
   } catch (const OutputError& e) {
     CHECK_THAT(e.what(), Catch::Contains("b.png"));
   }
-  CHECK(listing(dir.path) == std::vector<std::string>{"b.png"});
+  CHECK(listing(dir.path()) == std::vector<std::string>{"b.png"});
 }

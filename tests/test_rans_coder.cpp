@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codecs/codec_error.hpp"
+#include "support/residuals.hpp"
 #include "codecs/range_coder.hpp"
 #include "codecs/rank_remap.hpp"
 #include "codecs/rans_coder.hpp"
@@ -16,24 +17,8 @@ using namespace tezip::codecs;
 
 namespace {
 
-// Laplacian magnitudes (zigzagged) whose scale varies smoothly over the image, like prediction residuals.
-std::vector<std::uint32_t> laplacian_ranks(std::size_t width, std::size_t height, double scale_mul, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::exponential_distribution<double> magnitude(1.0);
-  std::vector<std::uint32_t> out;
-  for (std::size_t y = 0; y < height; ++y) {
-    for (std::size_t x = 0; x < width; ++x) {
-      const double s = 0.5 + 0.5 * std::sin(x / 40.0) * std::cos(y / 30.0);
-      const auto v = static_cast<std::uint32_t>(std::lround(magnitude(rng) * scale_mul * (0.3 + 6 * s * s)));
-      out.push_back(v == 0 ? 0 : 2 * v - (rng() & 1));
-    }
-  }
-  return out;
-}
-
-std::uint64_t alphabet_of(const std::vector<std::uint32_t>& ranks) {
-  return ranks.empty() ? 1 : std::uint64_t{*std::max_element(ranks.begin(), ranks.end())} + 1;
-}
+using tezip::test::alphabet_of;
+using tezip::test::laplacian_ranks;
 
 void require_round_trip(const std::vector<std::uint32_t>& ranks, std::size_t width, std::uint64_t alphabet) {
   const auto bytes = encode_rans(ranks, width, alphabet);

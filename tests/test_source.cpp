@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include "support/temp_dir.hpp"
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,21 +20,7 @@ using namespace tezip;
 
 namespace {
 
-// A fresh folder under the system temp dir, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("tezip-test-source-" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
+using tezip::test::TempDir;
 
 // A deterministic image with every channel different, so a channel mix-up shows.
 cv::Mat pattern(int w, int h, int channels, int depth, int seed) {
@@ -148,11 +136,11 @@ TEST_CASE("folder sources read every lossless format exactly", "[source]") {
     std::vector<cv::Mat> images;
     for (int i : {10, 2, 1}) {
       images.push_back(pattern(13, 7, c.channels, c.depth, i));
-      REQUIRE(cv::imwrite((dir.path / ("f" + std::to_string(i) + "." + c.ext)).string(), images.back()));
+      REQUIRE(cv::imwrite((dir.path() / ("f" + std::to_string(i) + "." + c.ext)).string(), images.back()));
     }
-    write_bytes(dir.path / "notes.txt", "not an image");
-    write_bytes(dir.path / ".hidden.png", "ignored");
-    auto sources = open_sources(dir.path);
+    write_bytes(dir.path() / "notes.txt", "not an image");
+    write_bytes(dir.path() / ".hidden.png", "ignored");
+    auto sources = open_sources(dir.path());
     REQUIRE(sources.size() == 1);
     SequenceSource& s = *sources[0];
     CHECK(s.name() == "");
@@ -174,9 +162,9 @@ TEST_CASE("folder sources read every lossless format exactly", "[source]") {
 
 TEST_CASE("jpeg frames keep their geometry", "[source]") {
   TempDir dir;
-  REQUIRE(cv::imwrite((dir.path / "a.jpg").string(), pattern(16, 8, 3, CV_8U, 0)));
-  REQUIRE(cv::imwrite((dir.path / "b.JPEG").string(), pattern(16, 8, 3, CV_8U, 1)));
-  auto sources = open_sources(dir.path);
+  REQUIRE(cv::imwrite((dir.path() / "a.jpg").string(), pattern(16, 8, 3, CV_8U, 0)));
+  REQUIRE(cv::imwrite((dir.path() / "b.JPEG").string(), pattern(16, 8, 3, CV_8U, 1)));
+  auto sources = open_sources(dir.path());
   REQUIRE(sources.size() == 1);
   CHECK(sources[0]->geometry() == Geometry{16, 8, 3, PixelType::U8});
   Frame f = sources[0]->read(1);
@@ -187,13 +175,13 @@ TEST_CASE("jpeg frames keep their geometry", "[source]") {
 
 TEST_CASE("a dataset folder's sub-folders are sequences", "[source]") {
   TempDir dir;
-  for (const char* sub : {"cam10", "cam2", "group/cam1", "empty"}) fs::create_directories(dir.path / sub);
-  cv::imwrite((dir.path / "cam10" / "0.png").string(), pattern(4, 3, 1, CV_8U, 0));
-  cv::imwrite((dir.path / "cam2" / "0.png").string(), pattern(5, 3, 3, CV_16U, 0));
-  cv::imwrite((dir.path / "cam2" / "1.png").string(), pattern(5, 3, 3, CV_16U, 1));
-  cv::imwrite((dir.path / "group" / "cam1" / "x.pgm").string(), pattern(6, 3, 1, CV_8U, 0));
-  write_bytes(dir.path / "README", "text");
-  auto sources = open_sources(dir.path);
+  for (const char* sub : {"cam10", "cam2", "group/cam1", "empty"}) fs::create_directories(dir.path() / sub);
+  cv::imwrite((dir.path() / "cam10" / "0.png").string(), pattern(4, 3, 1, CV_8U, 0));
+  cv::imwrite((dir.path() / "cam2" / "0.png").string(), pattern(5, 3, 3, CV_16U, 0));
+  cv::imwrite((dir.path() / "cam2" / "1.png").string(), pattern(5, 3, 3, CV_16U, 1));
+  cv::imwrite((dir.path() / "group" / "cam1" / "x.pgm").string(), pattern(6, 3, 1, CV_8U, 0));
+  write_bytes(dir.path() / "README", "text");
+  auto sources = open_sources(dir.path());
   REQUIRE(sources.size() == 3);
   CHECK(sources[0]->name() == "cam2");
   CHECK(sources[0]->frame_count() == 2);
@@ -206,54 +194,54 @@ TEST_CASE("a dataset folder's sub-folders are sequences", "[source]") {
 
 TEST_CASE("frames that do not match the sequence name the file", "[source]") {
   TempDir dir;
-  cv::imwrite((dir.path / "img_1.png").string(), pattern(32, 24, 1, CV_8U, 0));
-  cv::imwrite((dir.path / "img_12.png").string(), pattern(64, 48, 1, CV_8U, 0));
-  std::string e = error_of(dir.path);
+  cv::imwrite((dir.path() / "img_1.png").string(), pattern(32, 24, 1, CV_8U, 0));
+  cv::imwrite((dir.path() / "img_12.png").string(), pattern(64, 48, 1, CV_8U, 0));
+  std::string e = error_of(dir.path());
   CHECK_THAT(e, Catch::Contains("img_12.png") && Catch::Contains("64x48") && Catch::Contains("32x24"));
 
   TempDir depth;
-  cv::imwrite((depth.path / "a1.png").string(), pattern(8, 8, 1, CV_8U, 0));
-  cv::imwrite((depth.path / "a2.png").string(), pattern(8, 8, 1, CV_16U, 0));
-  CHECK_THAT(error_of(depth.path), Catch::Contains("a2.png") && Catch::Contains("uint16"));
+  cv::imwrite((depth.path() / "a1.png").string(), pattern(8, 8, 1, CV_8U, 0));
+  cv::imwrite((depth.path() / "a2.png").string(), pattern(8, 8, 1, CV_16U, 0));
+  CHECK_THAT(error_of(depth.path()), Catch::Contains("a2.png") && Catch::Contains("uint16"));
 
   TempDir channels;
-  cv::imwrite((channels.path / "a1.png").string(), pattern(8, 8, 1, CV_8U, 0));
-  cv::imwrite((channels.path / "a2.png").string(), pattern(8, 8, 3, CV_8U, 0));
-  CHECK_THAT(error_of(channels.path), Catch::Contains("a2.png") && Catch::Contains("3 channels"));
+  cv::imwrite((channels.path() / "a1.png").string(), pattern(8, 8, 1, CV_8U, 0));
+  cv::imwrite((channels.path() / "a2.png").string(), pattern(8, 8, 3, CV_8U, 0));
+  CHECK_THAT(error_of(channels.path()), Catch::Contains("a2.png") && Catch::Contains("3 channels"));
 }
 
 TEST_CASE("unusable inputs raise InputError naming them", "[source]") {
   TempDir dir;
-  cv::imwrite((dir.path / "f1.png").string(), pattern(8, 8, 1, CV_8U, 0));
-  write_bytes(dir.path / "f2.png", "garbage, not a png at all");
-  CHECK_THAT(error_of(dir.path), Catch::Contains("f2.png"));
+  cv::imwrite((dir.path() / "f1.png").string(), pattern(8, 8, 1, CV_8U, 0));
+  write_bytes(dir.path() / "f2.png", "garbage, not a png at all");
+  CHECK_THAT(error_of(dir.path()), Catch::Contains("f2.png"));
 
   TempDir first_bad;
-  write_bytes(first_bad.path / "f1.png", "garbage");
-  CHECK_THAT(error_of(first_bad.path), Catch::Contains("f1.png"));
+  write_bytes(first_bad.path() / "f1.png", "garbage");
+  CHECK_THAT(error_of(first_bad.path()), Catch::Contains("f1.png"));
 
-  CHECK_THAT(error_of(dir.path / "missing"), Catch::Contains("missing") && Catch::Contains("no such file"));
+  CHECK_THAT(error_of(dir.path() / "missing"), Catch::Contains("missing") && Catch::Contains("no such file"));
 
   TempDir empty;
-  fs::create_directories(empty.path / "sub");
-  write_bytes(empty.path / "sub" / "a.txt", "x");
-  CHECK_THAT(error_of(empty.path), Catch::Contains(empty.path.string()));
+  fs::create_directories(empty.path() / "sub");
+  write_bytes(empty.path() / "sub" / "a.txt", "x");
+  CHECK_THAT(error_of(empty.path()), Catch::Contains(empty.path().string()));
 
   TempDir rgba;
-  cv::imwrite((rgba.path / "a.png").string(), pattern(8, 8, 4, CV_8U, 0));
-  CHECK_THAT(error_of(rgba.path), Catch::Contains("a.png") && Catch::Contains("4-channel"));
+  cv::imwrite((rgba.path() / "a.png").string(), pattern(8, 8, 4, CV_8U, 0));
+  CHECK_THAT(error_of(rgba.path()), Catch::Contains("a.png") && Catch::Contains("4-channel"));
 
   TempDir video;
-  write_bytes(video.path / "clip.avi", "not a video");
-  CHECK_THAT(error_of(video.path / "clip.avi"), Catch::Contains("clip.avi"));
+  write_bytes(video.path() / "clip.avi", "not a video");
+  CHECK_THAT(error_of(video.path() / "clip.avi"), Catch::Contains("clip.avi"));
 }
 
 TEST_CASE("npy arrays of every supported shape", "[source]") {
   TempDir dir;
   SECTION("(T,H,W) uint8") {
     const std::string data = u8_data(3 * 4 * 5);
-    write_bytes(dir.path / "a.npy", npy_bytes("|u1", "(3, 4, 5)", data));
-    auto sources = open_sources(dir.path / "a.npy");
+    write_bytes(dir.path() / "a.npy", npy_bytes("|u1", "(3, 4, 5)", data));
+    auto sources = open_sources(dir.path() / "a.npy");
     REQUIRE(sources.size() == 1);
     CHECK(sources[0]->name() == "");
     CHECK(sources[0]->frame_count() == 3);
@@ -266,8 +254,8 @@ TEST_CASE("npy arrays of every supported shape", "[source]") {
   }
   SECTION("(T,H,W,3) uint16 colour is made planar") {
     const std::string data = u16_data(2 * 2 * 3 * 3);
-    write_bytes(dir.path / "c.npy", npy_bytes("<u2", "(2, 2, 3, 3)", data));
-    auto sources = open_sources(dir.path / "c.npy");
+    write_bytes(dir.path() / "c.npy", npy_bytes("<u2", "(2, 2, 3, 3)", data));
+    auto sources = open_sources(dir.path() / "c.npy");
     REQUIRE(sources.size() == 1);
     CHECK(sources[0]->geometry() == Geometry{3, 2, 3, PixelType::U16});
     Frame f = sources[0]->read(1);
@@ -279,15 +267,15 @@ TEST_CASE("npy arrays of every supported shape", "[source]") {
       }
   }
   SECTION("(T,H,W,1) is gray") {
-    write_bytes(dir.path / "g.npy", npy_bytes("|u1", "(2, 3, 4, 1)", u8_data(24)));
-    auto sources = open_sources(dir.path / "g.npy");
+    write_bytes(dir.path() / "g.npy", npy_bytes("|u1", "(2, 3, 4, 1)", u8_data(24)));
+    auto sources = open_sources(dir.path() / "g.npy");
     REQUIRE(sources.size() == 1);
     CHECK(sources[0]->geometry() == Geometry{4, 3, 1, PixelType::U8});
   }
   SECTION("(N,T,H,W) is N sequences") {
     const std::string data = u16_data(3 * 2 * 4 * 5);
-    write_bytes(dir.path / "n.npy", npy_bytes("<u2", "(3, 2, 4, 5)", data));
-    auto sources = open_sources(dir.path / "n.npy");
+    write_bytes(dir.path() / "n.npy", npy_bytes("<u2", "(3, 2, 4, 5)", data));
+    auto sources = open_sources(dir.path() / "n.npy");
     REQUIRE(sources.size() == 3);
     CHECK(sources[0]->name() == "seq_00000");
     CHECK(sources[2]->name() == "seq_00002");
@@ -303,15 +291,15 @@ TEST_CASE("npy arrays of every supported shape", "[source]") {
     std::string v2("\x93NUMPY\x02\x00", 8);
     v2 += std::string{char(len & 0xff), char(len >> 8), 0, 0};
     v2 += v1.substr(10);
-    write_bytes(dir.path / "v2.npy", v2);
-    auto sources = open_sources(dir.path / "v2.npy");
+    write_bytes(dir.path() / "v2.npy", v2);
+    auto sources = open_sources(dir.path() / "v2.npy");
     CHECK(sources[0]->read(0).pixels == std::vector<std::uint16_t>{0, 7, 14, 21});
   }
 }
 
 TEST_CASE("bad npy files raise InputError naming the file", "[source]") {
   TempDir dir;
-  const fs::path p = dir.path / "bad.npy";
+  const fs::path p = dir.path() / "bad.npy";
   auto error_for = [&](const std::string& bytes) {
     write_bytes(p, bytes);
     return error_of(p);
@@ -341,7 +329,7 @@ TEST_CASE("bad npy files raise InputError naming the file", "[source]") {
 
 TEST_CASE("videos are read frame by frame", "[source]") {
   TempDir dir;
-  const fs::path path = dir.path / "clip.avi";
+  const fs::path path = dir.path() / "clip.avi";
   cv::VideoWriter writer;
   const int fourccs[] = {cv::VideoWriter::fourcc('F', 'F', 'V', '1'), cv::VideoWriter::fourcc('M', 'J', 'P', 'G')};
   bool lossless = false;
