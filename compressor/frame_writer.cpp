@@ -2,6 +2,7 @@
 
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <system_error>
 
 #include "compressor/atomic_file.hpp"
@@ -82,7 +83,10 @@ fs::path write_frame(const fs::path& dir, const Frame& frame, const Geometry& ge
   // Encoded in memory, then written with checked writes: imwrite does not report a full disk.
   std::vector<std::uint8_t> encoded;
   try {
-    if (!cv::imencode(name.extension().string(), to_interleaved(frame, geometry), encoded))
+    cv::Mat image = to_interleaved(frame, geometry);
+    // A colour .npy array holds R, G, B (NumPy's convention); OpenCV encoders expect B, G, R.
+    if (frame.format == "npy" && geometry.channels == 3) cv::cvtColor(image, image, cv::COLOR_RGB2BGR);
+    if (!cv::imencode(name.extension().string(), image, encoded))
       throw OutputError(file + ": cannot write: the encoder failed");
   } catch (const cv::Exception& e) {
     throw OutputError(file + ": cannot write: " + e.what());

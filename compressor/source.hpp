@@ -30,7 +30,8 @@ class SequenceSource {
 //   by its relative path ("cam1", "day2/cam1"). Natural order; hidden and other files are skipped.
 // - .npy (C order, '|u1' or '<u2'): 3-D is (T,H,W) gray; 4-D whose last dimension is 1 or 3 is
 //   (T,H,W,C); any other 4-D is (N,T,H,W), N gray sequences "seq_00000", ... Colour arrays keep
-//   their channel order (channel 0 is the first plane, written back as OpenCV's B).
+//   their channel order, taken as R, G, B: `decompress` writes them as correct-colour PNG, while
+//   image and video sources are stored in OpenCV's B, G, R order.
 // - Any other file is opened as a video (OpenCV, FFmpeg first); frames are counted by decoding.
 std::vector<std::unique_ptr<SequenceSource>> open_sources(const std::filesystem::path& input);
 

@@ -120,3 +120,14 @@ TEST_CASE("write_frame refuses bad frames and leaves nothing behind", "[writer]"
   }
   CHECK(listing(dir.path()) == std::vector<std::string>{"b.png"});
 }
+
+TEST_CASE("colour .npy frames (R, G, B planes) are written as correct-colour PNG", "[writer]") {
+  TempDir dir;
+  const Geometry g{4, 2, 3, PixelType::U8};
+  Frame f{"frame_000000", "npy", std::vector<std::uint16_t>(g.pixel_count())};
+  std::fill_n(f.pixels.begin(), g.plane_size(), std::uint16_t(200));  // red plane only
+  const auto path = write_frame(dir.path(), f, g, OutputFormat::Original);
+  const cv::Mat image = cv::imread(path.string(), cv::IMREAD_UNCHANGED);
+  REQUIRE(image.channels() == 3);
+  CHECK(image.at<cv::Vec3b>(1, 2) == cv::Vec3b(0, 0, 200));  // OpenCV's B, G, R: red is last
+}
