@@ -334,6 +334,10 @@ def write(runs, datasets, md_path, plots_dir):
         if plot(n, meta, rows, png):
             rel = os.path.relpath(png, md_path.parent)
             out += [f"![{n}: ratio vs max error]({rel})", ""]
+    # Measurements made by other commands (loader, batch jobs) live in bench/sections/*.md and are
+    # carried into every regenerated report.
+    for extra in sorted((Path(__file__).resolve().parent / "sections").glob("*.md")):
+        out += [extra.read_text().rstrip(), ""]
     md_path.write_text("\n".join(out))
     print("\n".join(["headline:"] + ["  " + h.replace("**", "") for h in heads]))
     print(f"report: wrote {md_path} and plots in {plots_dir}", file=sys.stderr)

@@ -99,6 +99,51 @@ std::vector<std::uint8_t> serialize(const GopSymbols& g, const FrameShape& shape
   return std::move(out.bytes());
 }
 
+// Drives frames 1.. of a batch of GOPs through the predictor in lockstep, identically for encoder
+// and decoder: forecast frame t of every GOP that has one (one call for the batch), code or decode
+// each plane against its slice of the forecast (empty for intra frames), then let the predictor
+// observe the reconstructions. `code_plane(g, t, c, forecast)` does the plane; `reconstruction(g, t)`
+// is the frame it produced.
+template <class CodePlane, class Reconstruction>
+void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span<const std::unique_ptr<GopState>> states,
+                  std::span<const std::size_t> lengths, CodePlane code_plane, Reconstruction reconstruction) {
+  const std::size_t plane_size = std::size_t(shape.width) * shape.height;
+  const std::size_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  std::vector<GopState*> active;
+  std::vector<std::size_t> active_index;
+  std::vector<std::vector<std::uint16_t>> forecasts;
+  for (std::size_t t = 1; t < longest; ++t) {
+    active.clear();
+    active_index.clear();
+    for (std::size_t g = 0; g < lengths.size(); ++g)
+      if (lengths[g] > t) {
+        active.push_back(states[g].get());
+        active_index.push_back(g);
+      }
+    const bool intra = frame_is_intra(predictor, t);
+    if (!intra) {
+      forecasts.resize(active.size());
+      std::vector<std::span<std::uint16_t>> views;
+      for (auto& f : forecasts) {
+        f.resize(shape.size());
+        views.emplace_back(f);
+      }
+      predictor.forecast(active, views);
+    }
+    std::vector<std::span<const std::uint16_t>> observed;
+    for (std::size_t a = 0; a < active.size(); ++a) {
+      const std::size_t g = active_index[a];
+      for (std::uint32_t c = 0; c < shape.channels; ++c) {
+        std::span<const std::uint16_t> forecast;
+        if (!intra) forecast = std::span<const std::uint16_t>(forecasts[a].data() + c * plane_size, plane_size);
+        code_plane(g, t, c, forecast);
+      }
+      observed.emplace_back(reconstruction(g, t));
+    }
+    predictor.observe(active, observed);
+  }
+}
+
 }  // namespace
 
 double mean_squared_error(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b, std::uint32_t max_value) {
@@ -119,7 +164,6 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   std::vector<std::unique_ptr<GopState>> states(gops.size());
   std::vector<std::int32_t> plane_symbols(plane_size), transformed(plane_size), intra_symbols(plane_size);
   std::vector<std::uint16_t> intra_recon(plane_size), inter_literals, intra_literals;
-  std::size_t longest = 0;
 
   auto code_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
     const auto& frame = (*gops[g])[t];
@@ -164,46 +208,16 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
     if (frames.empty()) throw std::invalid_argument("empty GOP");
     for (const auto& f : frames)
       if (f.size() != shape.size()) throw std::invalid_argument("frame size differs from the GOP's shape");
-    longest = std::max(longest, frames.size());
     encoded[g].reconstruction.assign(frames.size(), std::vector<std::uint16_t>(shape.size()));
     coded[g].planes.resize(frames.size());
     for (std::uint32_t c = 0; c < shape.channels; ++c) code_plane(g, 0, c, {});
     states[g] = predictor.begin_gop(shape, encoded[g].reconstruction[0]);
   }
 
-  std::vector<GopState*> active;
-  std::vector<std::size_t> active_index;
-  std::vector<std::vector<std::uint16_t>> forecasts;
-  for (std::size_t t = 1; t < longest; ++t) {
-    active.clear();
-    active_index.clear();
-    for (std::size_t g = 0; g < gops.size(); ++g)
-      if (gops[g]->size() > t) {
-        active.push_back(states[g].get());
-        active_index.push_back(g);
-      }
-    const bool intra = frame_is_intra(predictor, t);
-    if (!intra) {
-      forecasts.resize(active.size());
-      std::vector<std::span<std::uint16_t>> views;
-      for (auto& f : forecasts) {
-        f.resize(shape.size());
-        views.emplace_back(f);
-      }
-      predictor.forecast(active, views);
-    }
-    std::vector<std::span<const std::uint16_t>> observed;
-    for (std::size_t a = 0; a < active.size(); ++a) {
-      const std::size_t g = active_index[a];
-      for (std::uint32_t c = 0; c < shape.channels; ++c) {
-        std::span<const std::uint16_t> forecast;
-        if (!intra) forecast = std::span<const std::uint16_t>(forecasts[a].data() + c * plane_size, plane_size);
-        code_plane(g, t, c, forecast);
-      }
-      observed.emplace_back(encoded[g].reconstruction[t]);
-    }
-    predictor.observe(active, observed);
-  }
+  std::vector<std::size_t> lengths;
+  for (const auto* g : gops) lengths.push_back(g->size());
+  run_lockstep(predictor, shape, states, lengths, code_plane,
+               [&](std::size_t g, std::size_t t) { return std::span<const std::uint16_t>(encoded[g].reconstruction[t]); });
 
   for (std::size_t g = 0; g < gops.size(); ++g) encoded[g].bytes = serialize(coded[g], shape, settings, encoded[g].stats);
   return encoded;
@@ -218,7 +232,6 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
   std::vector<GopFrames> frames(chunks.size());
   std::vector<std::size_t> symbol_pos(chunks.size(), 0), run_pos(chunks.size(), 0);
   std::vector<codecs::LiteralCursor> literals;
-  std::size_t longest = 0;
 
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     ByteReader in(chunks[g], "chunk");
@@ -272,7 +285,6 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
     in.expect_end();
     literals.emplace_back(s.literals);
     frames[g].assign(count, std::vector<std::uint16_t>(shape.size()));
-    longest = std::max(longest, count);
   }
 
   auto decode_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
@@ -302,39 +314,8 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
     for (std::uint32_t c = 0; c < shape.channels; ++c) decode_plane(g, 0, c, {});
     states[g] = predictor.begin_gop(shape, frames[g][0]);
   }
-  std::vector<GopState*> active;
-  std::vector<std::size_t> active_index;
-  std::vector<std::vector<std::uint16_t>> forecasts;
-  for (std::size_t t = 1; t < longest; ++t) {
-    active.clear();
-    active_index.clear();
-    for (std::size_t g = 0; g < chunks.size(); ++g)
-      if (frames[g].size() > t) {
-        active.push_back(states[g].get());
-        active_index.push_back(g);
-      }
-    const bool intra = frame_is_intra(predictor, t);
-    if (!intra) {
-      forecasts.resize(active.size());
-      std::vector<std::span<std::uint16_t>> views;
-      for (auto& f : forecasts) {
-        f.resize(shape.size());
-        views.emplace_back(f);
-      }
-      predictor.forecast(active, views);
-    }
-    std::vector<std::span<const std::uint16_t>> observed;
-    for (std::size_t a = 0; a < active.size(); ++a) {
-      const std::size_t g = active_index[a];
-      for (std::uint32_t c = 0; c < shape.channels; ++c) {
-        std::span<const std::uint16_t> forecast;
-        if (!intra) forecast = std::span<const std::uint16_t>(forecasts[a].data() + c * plane_size, plane_size);
-        decode_plane(g, t, c, forecast);
-      }
-      observed.emplace_back(frames[g][t]);
-    }
-    predictor.observe(active, observed);
-  }
+  run_lockstep(predictor, shape, states, frame_counts, decode_plane,
+               [&](std::size_t g, std::size_t t) { return std::span<const std::uint16_t>(frames[g][t]); });
   for (std::size_t g = 0; g < chunks.size(); ++g)
     if (!literals[g].exhausted()) throw DataError("chunk: unused escape literals");
   return frames;
