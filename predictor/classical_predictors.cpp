@@ -2,35 +2,12 @@
 #include <stdexcept>
 #include <vector>
 
+#include "predictor/frame_history.hpp"
 #include "predictor/motion_predictor.hpp"
 #include "predictor/predictor.hpp"
 
 namespace tezip {
 namespace {
-
-// The last two reconstructed frames of a GOP; `older` is empty until two frames were seen.
-struct FrameHistory final : GopState {
-  FrameShape shape;
-  std::vector<std::uint16_t> last, older;
-};
-
-class HistoryPredictor : public Predictor {
- public:
-  std::unique_ptr<GopState> begin_gop(const FrameShape& shape, std::span<const std::uint16_t> key_frame) const override {
-    auto state = std::make_unique<FrameHistory>();
-    state->shape = shape;
-    state->last.assign(key_frame.begin(), key_frame.end());
-    return state;
-  }
-
-  void observe(std::span<GopState* const> gops, std::span<const std::span<const std::uint16_t>> frames) const override {
-    for (std::size_t i = 0; i < gops.size(); ++i) {
-      auto& state = static_cast<FrameHistory&>(*gops[i]);
-      state.older.swap(state.last);
-      state.last.assign(frames[i].begin(), frames[i].end());
-    }
-  }
-};
 
 class PreviousFramePredictor final : public HistoryPredictor {
  public:

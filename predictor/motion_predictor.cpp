@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "predictor/frame_history.hpp"
 #include "predictor/motion_predictor.hpp"
 
 namespace tezip {
@@ -10,37 +11,17 @@ namespace {
 constexpr int kBlock = 16;
 constexpr int kRange = 4;
 
-struct MotionHistory final : GopState {
-  FrameShape shape;
-  std::vector<std::uint16_t> last, older;
-};
-
 // Block matching that the decoder can repeat: the motion of each 16x16 block of y[t-1] is found
 // against y[t-2] (both reconstructed, so no vectors are stored), and the block is assumed to keep
 // moving the same way. Integer SAD on the first channel, a fixed scan order and ties broken towards
 // the smaller vector make it bit-exact everywhere.
-class MotionExtrapolationPredictor final : public Predictor {
+class MotionExtrapolationPredictor final : public HistoryPredictor {
  public:
   PredictorIdentity identity() const override { return {"motion", "block=16,range=4", ""}; }
 
-  std::unique_ptr<GopState> begin_gop(const FrameShape& shape, std::span<const std::uint16_t> key_frame) const override {
-    auto state = std::make_unique<MotionHistory>();
-    state->shape = shape;
-    state->last.assign(key_frame.begin(), key_frame.end());
-    return state;
-  }
-
-  void observe(std::span<GopState* const> gops, std::span<const std::span<const std::uint16_t>> frames) const override {
-    for (std::size_t i = 0; i < gops.size(); ++i) {
-      auto& state = static_cast<MotionHistory&>(*gops[i]);
-      state.older.swap(state.last);
-      state.last.assign(frames[i].begin(), frames[i].end());
-    }
-  }
-
   void forecast(std::span<GopState* const> gops, std::span<const std::span<std::uint16_t>> forecasts) const override {
     for (std::size_t i = 0; i < gops.size(); ++i) {
-      const auto& state = static_cast<const MotionHistory&>(*gops[i]);
+      const auto& state = static_cast<const FrameHistory&>(*gops[i]);
       if (state.older.empty()) {
         std::copy(state.last.begin(), state.last.end(), forecasts[i].begin());
         continue;
@@ -50,7 +31,7 @@ class MotionExtrapolationPredictor final : public Predictor {
   }
 
  private:
-  static void predict_one(const MotionHistory& state, std::span<std::uint16_t> out) {
+  static void predict_one(const FrameHistory& state, std::span<std::uint16_t> out) {
     const int width = int(state.shape.width), height = int(state.shape.height);
     const std::size_t plane = std::size_t(width) * height;
     const std::uint16_t* y1 = state.last.data();
