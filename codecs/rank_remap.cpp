@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "codecs/codec_error.hpp"
+#include "codecs/zstd_frame.hpp"
 
 namespace tezip::codecs {
 namespace {
@@ -193,18 +194,8 @@ std::vector<std::uint32_t> read_rank_table(std::span<const std::uint8_t> bytes, 
     const std::uint64_t packed_size = read_varint(bytes, pos);
     if (packed_size > bytes.size() - pos) throw CodecError("rank table: truncated");
     const auto packed = bytes.subspan(pos, packed_size);
-    const unsigned long long raw_size = ZSTD_getFrameContentSize(packed.data(), packed.size());
     // A zigzagged 33-bit delta takes at most 5 varint bytes.
-    if (raw_size == ZSTD_CONTENTSIZE_ERROR || raw_size == ZSTD_CONTENTSIZE_UNKNOWN || raw_size < n ||
-        raw_size > 5 * n) {
-      throw CodecError("rank table: bad zstd frame");
-    }
-    if (ZSTD_findFrameCompressedSize(packed.data(), packed.size()) != packed.size()) {
-      throw CodecError("rank table: bad zstd frame");
-    }
-    std::vector<std::uint8_t> raw(raw_size);
-    const std::size_t got = ZSTD_decompress(raw.data(), raw.size(), packed.data(), packed.size());
-    if (ZSTD_isError(got) || got != raw.size()) throw CodecError("rank table: bad zstd frame");
+    const std::vector<std::uint8_t> raw = decompress_zstd_frame(packed, n, 5 * n, "rank table");
     table = parse_raw_table(raw, n);
     pos += packed_size;
   } else {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "codecs/codec_error.hpp"
+#include "codecs/zstd_frame.hpp"
 #include "codecs/range_coder.hpp"
 #include "codecs/rans_coder.hpp"
 #include "codecs/rank_remap.hpp"
@@ -51,17 +52,7 @@ void decode_zstd(std::span<const std::uint8_t> payload, std::uint64_t alphabet_s
   // The largest size a valid stream can decompress to; nothing in the frame is trusted beyond it.
   const std::uint64_t max_rank = alphabet_size - 1;
   const std::uint64_t per_rank = max_rank < kEscape ? 1 : 1 + varint_size(max_rank - kEscape);
-  const unsigned long long size = ZSTD_getFrameContentSize(payload.data(), payload.size());
-  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size < out.size() ||
-      size > per_rank * out.size()) {
-    throw CodecError("zstd payload: bad frame header");
-  }
-  if (ZSTD_findFrameCompressedSize(payload.data(), payload.size()) != payload.size()) {
-    throw CodecError("zstd payload: truncated frame or trailing bytes");
-  }
-  std::vector<std::uint8_t> bytes(size);
-  const std::size_t got = ZSTD_decompress(bytes.data(), bytes.size(), payload.data(), payload.size());
-  if (ZSTD_isError(got) || got != bytes.size()) throw CodecError("zstd payload: corrupt frame");
+  const std::vector<std::uint8_t> bytes = decompress_zstd_frame(payload, out.size(), per_rank * out.size(), "zstd payload");
 
   std::size_t pos = 0;
   const std::span<const std::uint8_t> view(bytes);
