@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/progress_bar.hpp"
+#include "cli/train_command.hpp"
 #include "codecs/codec_error.hpp"
 #include "compressor/batch.hpp"
 #include "compressor/dataset_index.hpp"
@@ -35,6 +36,7 @@ const char* kUsageText =
     "  info IN.tzp                  sequences, frames, ratio, settings, per-chunk statistics\n"
     "  verify IN.tzp [--against INPUT]  check every checksum; with the original, the error bound\n"
     "  batch INPUT -o OUTDIR        compress a dataset as shards, under mpirun or as Slurm array tasks\n"
+    "  train DATASET... -o MODEL    train a PredNet predictor on sequences of frames (docs/training.md)\n"
     "IN.tzp may also be the index.json a batch job writes: its shards then act as one archive.\n"
     "Run 'tezip <command> --help' for the options of a command.\n";
 
@@ -132,7 +134,15 @@ QuantizerKind default_quantizer(codecs::BoundMode mode) {
 void add_coding_options(cxxopts::Options& options) {
   options.add_options()("mode", "lossless, abs, rel, absrel or pwrel", cxxopts::value<std::string>()->default_value("lossless"))(
       "bound", "E (abs), R (rel, pwrel) or E,R (absrel)", cxxopts::value<std::string>()->default_value(""))(
-      "predictor", "intra, previous, linear or motion", cxxopts::value<std::string>()->default_value("previous"))(
+      "predictor", "intra, previous, linear, motion or prednet", cxxopts::value<std::string>()->default_value("previous"))(
+      "model", "prednet: the model file (default: models/prednet-small.tzm)", cxxopts::value<std::string>())(
+      "arithmetic", "prednet: exact (integer, decodes bit for bit on any machine) or float32 (libtorch; decodes only where the CPU kernels match)",
+      cxxopts::value<std::string>()->default_value("exact"))(
+      "loop", "prednet: closed (fed the reconstructed frames) or open (TEZIP's window mode: fed its own forecasts after the warm-up)",
+      cxxopts::value<std::string>()->default_value("closed"))(
+      "window", "prednet: TEZIP's static window prediction: GOPs of N frames, open loop (= --gop N --loop open)", cxxopts::value<std::uint64_t>())(
+      "warmup", "prednet: key frames at the start of each GOP", cxxopts::value<std::size_t>()->default_value("1"))(
+      "batch", "prednet: GOPs per network call", cxxopts::value<std::size_t>()->default_value("8"))(
       "quantizer", "linear (SZ-style) or interval (TEZIP's); default by mode", cxxopts::value<std::string>())(
       "gop", "frames per GOP (static window); the longest GOP with --mse-threshold",
       cxxopts::value<std::uint64_t>()->default_value("32"))(
@@ -159,12 +169,31 @@ CompressOptions coding_options(const cxxopts::ParseResult& args) {
   compress.coding.adaptive_coder = coder == "best";
   compress.coding.rans_coder = coder != "zstd";
   compress.predictor = args["predictor"].as<std::string>();
-  try {
-    make_classical_predictor(compress.predictor);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("--predictor: ") + e.what());
+  const bool prednet = compress.predictor == "prednet";
+  if (!prednet) {
+    try {
+      make_classical_predictor(compress.predictor);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--predictor: ") + e.what());
+    }
+    for (const char* name : {"model", "window"})
+      if (args.count(name)) throw UsageError(std::string("--") + name + " needs --predictor prednet");
   }
+  if (args.count("model")) compress.learned.model = args["model"].as<std::string>();
+  compress.learned.arithmetic = args["arithmetic"].as<std::string>();
+  if (compress.learned.arithmetic != "exact" && compress.learned.arithmetic != "float32")
+    throw UsageError("--arithmetic must be exact or float32");
+  const auto loop = args["loop"].as<std::string>();
+  if (loop != "closed" && loop != "open") throw UsageError("--loop must be closed or open");
+  compress.learned.open_loop = loop == "open" || args.count("window");
+  compress.learned.warmup = args["warmup"].as<std::size_t>();
+  if (compress.learned.warmup < 1) throw UsageError("--warmup must be at least 1");
+  compress.learned.batch = std::max<std::size_t>(1, args["batch"].as<std::size_t>());
   compress.gop.size = args["gop"].as<std::uint64_t>();
+  if (args.count("window")) {
+    if (args["gop"].count()) throw UsageError("give --window or --gop, not both");
+    compress.gop.size = args["window"].as<std::uint64_t>();
+  }
   if (compress.gop.size == 0) throw UsageError("--gop must be at least 1");
   if (args.count("mse-threshold")) {
     compress.gop.kind = GopKind::Dynamic;
@@ -326,7 +355,9 @@ int run_decompress(int argc, char** argv) {
   add_common(options);
   options.add_options()("input", "archive", cxxopts::value<std::string>())("o,output", "folder to create", cxxopts::value<std::string>())(
       "format", "original (the input's file types where they are lossless) or png",
-      cxxopts::value<std::string>()->default_value("original"))("f,force", "replace an existing output folder");
+      cxxopts::value<std::string>()->default_value("original"))("f,force", "replace an existing output folder")(
+      "model", "the PredNet model the archive was written with (default: found by its SHA-256 in $TEZIP_MODEL_PATH and models/)",
+      cxxopts::value<std::string>());
   options.parse_positional({"input"});
   const auto args = parse(options, argc, argv, "IN.tzp -o DIR");
   if (!args.count("input") || !args.count("output")) throw UsageError("decompress needs IN.tzp and -o DIR");
@@ -336,6 +367,7 @@ int run_decompress(int argc, char** argv) {
   else if (format == "png") decompress.format = OutputFormat::Png;
   else throw UsageError("--format must be original or png");
   decompress.threads = args["threads"].as<unsigned>();
+  if (args.count("model")) decompress.model = args["model"].as<std::string>();
   decompress.overwrite = args.count("force") > 0;
   const bool quiet = args.count("quiet") > 0;
   ProgressBar bar("decompress", !quiet);
@@ -351,6 +383,9 @@ void print_settings(const ArchiveSettings& s) {
   std::printf("mode:       %s\n", codecs::describe(s.coding.bound).c_str());
   std::printf("predictor:  %s%s%s\n", s.predictor.kind.c_str(), s.predictor.configuration.empty() ? "" : " ",
               s.predictor.configuration.c_str());
+  if (!s.predictor.weights_sha256.empty()) std::printf("weights:    sha256 %s\n", s.predictor.weights_sha256.c_str());
+  if (!s.predictor.arithmetic.empty())
+    std::printf("arithmetic: %s (fingerprint %s)\n", s.predictor.arithmetic.c_str(), s.predictor.fingerprint.c_str());
   std::printf("quantizer:  %s\n", s.coding.quantizer == QuantizerKind::Linear ? "linear" : "interval");
   if (s.gop.kind == GopKind::Static) std::printf("gop:        static, %llu frames\n", (unsigned long long)s.gop.size);
   else std::printf("gop:        dynamic, mse threshold %g, at most %llu frames\n", s.gop.mse_threshold, (unsigned long long)s.gop.size);
@@ -442,7 +477,8 @@ int run_verify(int argc, char** argv) {
   cxxopts::Options options("tezip verify", "Check a tezip archive, and its error bound against the original.");
   add_common(options);
   options.add_options()("input", "archive", cxxopts::value<std::string>())(
-      "against", "the original input, to measure errors", cxxopts::value<std::string>());
+      "against", "the original input, to measure errors", cxxopts::value<std::string>())(
+      "model", "the PredNet model the archive was written with (default: found by its SHA-256)", cxxopts::value<std::string>());
   options.parse_positional({"input"});
   const auto args = parse(options, argc, argv, "IN.tzp [--against INPUT]");
   if (!args.count("input")) throw UsageError("verify needs IN.tzp");
@@ -451,7 +487,8 @@ int run_verify(int argc, char** argv) {
   const bool quiet = args.count("quiet") > 0;
   ProgressBar bar("verify", !quiet);
   const auto report = tezip::verify(args["input"].as<std::string>(), against, args["threads"].as<unsigned>(),
-                                    [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); });
+                                    [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); },
+                                    args.count("model") ? std::filesystem::path(args["model"].as<std::string>()) : std::filesystem::path());
   for (const auto& f : report.failures) std::fprintf(stderr, "tezip: %s\n", f.c_str());
   if (!quiet || !report.ok()) {
     std::printf("%s: %llu chunks, %llu frames, checksums %s", args["input"].as<std::string>().c_str(),
@@ -480,6 +517,7 @@ int dispatch(int argc, char** argv) {
   if (command == "info") return run_info(argc - 1, argv + 1);
   if (command == "verify") return run_verify(argc - 1, argv + 1);
   if (command == "batch") return run_batch(argc - 1, argv + 1);
+  if (command == "train") return run_train(argc - 1, argv + 1);
   throw UsageError("unknown command '" + command + "'");
 }
 

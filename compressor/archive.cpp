@@ -48,6 +48,8 @@ void write_settings(ByteWriter& out, const ArchiveSettings& s) {
   out.string(s.predictor.kind);
   out.string(s.predictor.configuration);
   out.string(s.predictor.weights_sha256);
+  out.string(s.predictor.arithmetic);
+  out.string(s.predictor.fingerprint);
   out.u8(std::uint8_t(s.gop.kind));
   out.u64(s.gop.size);
   out.f64(s.gop.mse_threshold);
@@ -75,6 +77,8 @@ ArchiveSettings read_settings(ByteReader& in) {
   s.predictor.kind = in.string(64);
   s.predictor.configuration = in.string();
   s.predictor.weights_sha256 = in.string(128);
+  s.predictor.arithmetic = in.string(1024);
+  s.predictor.fingerprint = in.string(128);
   const std::uint8_t gop = in.u8();
   if (gop > std::uint8_t(GopKind::Dynamic)) in.fail("unknown GOP policy");
   s.gop.kind = GopKind(gop);

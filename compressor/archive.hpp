@@ -13,7 +13,7 @@ namespace tezip {
 
 // The archive (layout in docs/format.md): a 16-byte header, chunks (one coded GOP each) appended
 // as they are coded, then the index and a 32-byte footer that points at it.
-inline constexpr std::uint32_t kArchiveVersion = 1;
+inline constexpr std::uint32_t kArchiveVersion = 2;  // 2: predictor arithmetic and fingerprint
 
 enum class GopKind : std::uint8_t { Static = 0, Dynamic = 1 };
 

@@ -15,11 +15,25 @@
 #include "compressor/errors.hpp"
 #include "compressor/source.hpp"
 #include "compressor/thread_pool.hpp"
+#include "predictor/learned_predictor.hpp"
+#include "predictor/model_file.hpp"
 
 namespace tezip {
 namespace {
 
-std::unique_ptr<Predictor> predictor_for(const PredictorIdentity& identity, const std::filesystem::path& archive) {
+std::unique_ptr<Predictor> predictor_for(const PredictorIdentity& identity, const std::filesystem::path& archive,
+                                         const std::filesystem::path& model) {
+  if (identity.kind == "prednet") {
+    try {
+      return prednet_predictor_for(identity, model);
+    } catch (const ModelError& e) {
+      throw DataError(archive.string() + ": " + e.what());
+    } catch (const DeterminismError& e) {
+      throw DataError(archive.string() + ": " + e.what());
+    } catch (const std::invalid_argument& e) {
+      throw DataError(archive.string() + ": the archive's PredNet settings are unusable: " + e.what());
+    }
+  }
   try {
     return make_classical_predictor(identity.kind);
   } catch (const std::invalid_argument&) {
@@ -70,8 +84,8 @@ class StagingDirectory {
 
 }  // namespace
 
-ArchiveDecoder::ArchiveDecoder(const std::filesystem::path& path)
-    : reader_(std::make_unique<ArchiveReader>(path)), predictor_(predictor_for(reader_->index().settings.predictor, path)) {}
+ArchiveDecoder::ArchiveDecoder(const std::filesystem::path& path, const std::filesystem::path& model)
+    : reader_(std::make_unique<ArchiveReader>(path)), predictor_(predictor_for(reader_->index().settings.predictor, path, model)) {}
 
 ArchiveDecoder::~ArchiveDecoder() = default;
 const ArchiveIndex& ArchiveDecoder::index() const { return reader_->index(); }
@@ -103,11 +117,11 @@ namespace {
 
 // The archives INPUT names (one, or the shards of a dataset index), opened; sequence names must be
 // unique across them, as each becomes a folder.
-std::vector<std::unique_ptr<ArchiveDecoder>> open_archives(const std::filesystem::path& input) {
+std::vector<std::unique_ptr<ArchiveDecoder>> open_archives(const std::filesystem::path& input, const std::filesystem::path& model) {
   std::vector<std::unique_ptr<ArchiveDecoder>> decoders;
   std::map<std::string, std::string> owner;
   for (const auto& path : archive_paths(input)) {
-    decoders.push_back(std::make_unique<ArchiveDecoder>(path));
+    decoders.push_back(std::make_unique<ArchiveDecoder>(path, model));
     for (const auto& s : decoders.back()->index().sequences)
       if (const auto [it, fresh] = owner.emplace(s.name, path.string()); !fresh)
         throw DataError(input.string() + ": sequence '" + s.name + "' is in both " + it->second + " and " + path.string());
@@ -120,7 +134,7 @@ std::vector<std::unique_ptr<ArchiveDecoder>> open_archives(const std::filesystem
 DecompressReport decompress(const std::filesystem::path& archive, const std::filesystem::path& output_dir,
                             const DecompressOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const auto decoders = open_archives(archive);
+  const auto decoders = open_archives(archive, options.model);
   std::uint64_t total = 0, frames = 0;
   for (const auto& d : decoders) total += d->index().raw_bytes(), frames += d->index().frame_count();
   StagingDirectory staging(output_dir, options.overwrite);
@@ -239,7 +253,7 @@ void verify_archive(const ArchiveDecoder& decoder, std::map<std::string, Sequenc
 }  // namespace
 
 VerifyReport verify(const std::filesystem::path& archive, const std::optional<std::filesystem::path>& original,
-                    unsigned threads, const ProgressFn& progress) {
+                    unsigned threads, const ProgressFn& progress, const std::filesystem::path& model) {
   VerifyReport report;
   // A dataset index: each shard must be the file it lists (size, checksum, sequences); a damaged
   // shard is reported and the others are still checked.
@@ -257,7 +271,7 @@ VerifyReport verify(const std::filesystem::path& archive, const std::optional<st
         if (size != entry.size)
           throw DataError(file + ": " + std::to_string(size) + " bytes, the index says " + std::to_string(entry.size));
         if (hash_file(paths[i]) != entry.hash) throw DataError(file + ": checksum mismatch with the dataset index");
-        auto decoder = std::make_unique<ArchiveDecoder>(paths[i]);
+        auto decoder = std::make_unique<ArchiveDecoder>(paths[i], model);
         std::vector<std::string> names;
         for (const auto& s : decoder->index().sequences) names.push_back(s.name);
         if (names != entry.sequences || decoder->index().frame_count() != entry.frames)
@@ -268,7 +282,7 @@ VerifyReport verify(const std::filesystem::path& archive, const std::optional<st
       }
     }
   } else {
-    decoders.push_back(std::make_unique<ArchiveDecoder>(archive));
+    decoders.push_back(std::make_unique<ArchiveDecoder>(archive, model));
   }
   std::vector<std::unique_ptr<SequenceSource>> sources;
   std::map<std::string, SequenceSource*> by_name;

@@ -16,7 +16,10 @@ namespace tezip {
 // checksums of the index. Thread-safe.
 class ArchiveDecoder {
  public:
-  explicit ArchiveDecoder(const std::filesystem::path& path);
+  // `model`: the PredNet model file for an archive written with --predictor prednet (default: found
+  // by its SHA-256 in the model search path). Throws DataError when the predictor cannot be rebuilt
+  // or cannot reproduce the encoder's forecasts on this machine.
+  explicit ArchiveDecoder(const std::filesystem::path& path, const std::filesystem::path& model = {});
   ~ArchiveDecoder();
   const ArchiveIndex& index() const;
   const ArchiveReader& reader() const;
@@ -30,6 +33,7 @@ class ArchiveDecoder {
 
 struct DecompressOptions {
   OutputFormat format = OutputFormat::Original;
+  std::filesystem::path model;  // see ArchiveDecoder
   unsigned threads = 0;
   bool overwrite = false;
   ProgressFn progress;
@@ -59,6 +63,6 @@ struct VerifyReport {
 };
 
 VerifyReport verify(const std::filesystem::path& archive, const std::optional<std::filesystem::path>& original,
-                    unsigned threads, const ProgressFn& progress = {});
+                    unsigned threads, const ProgressFn& progress = {}, const std::filesystem::path& model = {});
 
 }  // namespace tezip

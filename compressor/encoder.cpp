@@ -5,19 +5,30 @@
 #include <future>
 #include <thread>
 
+#include "compressor/errors.hpp"
 #include "compressor/source.hpp"
 #include "compressor/thread_pool.hpp"
+#include "predictor/model_file.hpp"
 
 namespace tezip {
 namespace {
 
-// A GOP handed to a worker, and where its result goes in the index.
-struct PendingGop {
-  std::future<EncodedGop> result;
-  ChunkEntry entry;
+// GOPs of one shape handed to a worker as one batch, and where their results go in the index.
+struct PendingBatch {
+  std::future<std::vector<EncodedGop>> result;
+  std::vector<ChunkEntry> entries;
 };
 
 }  // namespace
+
+std::unique_ptr<Predictor> make_predictor(const CompressOptions& options) {
+  if (options.predictor != "prednet") return make_classical_predictor(options.predictor);
+  try {
+    return make_prednet_predictor(options.learned);
+  } catch (const ModelError& e) {
+    throw InputError(e.what());
+  }
+}
 
 unsigned resolve_threads(unsigned requested) {
   if (requested > 0) return requested;
@@ -36,7 +47,7 @@ CompressReport compress(const std::filesystem::path& input, const std::filesyste
 CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sources,
                                 const std::filesystem::path& output, const CompressOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const std::shared_ptr<const Predictor> predictor = make_classical_predictor(options.predictor);
+  const std::shared_ptr<const Predictor> predictor = make_predictor(options);
 
   ArchiveIndex index;
   index.settings.coding = options.coding;
@@ -49,36 +60,57 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   ArchiveWriter writer(output, options.overwrite);
   const unsigned threads = resolve_threads(options.threads);
   ThreadPool pool(threads);
-  std::deque<PendingGop> pending;
+  std::deque<PendingBatch> pending;
   std::uint64_t done = 0;
+  std::size_t batch_size = 1;
 
   auto finish_oldest = [&] {
-    PendingGop p = std::move(pending.front());
+    PendingBatch p = std::move(pending.front());
     pending.pop_front();
-    EncodedGop gop = p.result.get();
-    writer.append_chunk(gop.bytes, p.entry);
-    p.entry.stats = gop.stats;
-    auto& sequence = index.sequences[p.entry.sequence];
-    for (std::size_t k = 0; k < gop.reconstruction.size(); ++k)
-      sequence.frames[p.entry.first_frame + k].hash = hash_pixels(gop.reconstruction[k]);
-    index.chunks.push_back(p.entry);
-    done += sequence.geometry.raw_bytes() * p.entry.frame_count;
+    std::vector<EncodedGop> gops = p.result.get();
+    for (std::size_t g = 0; g < gops.size(); ++g) {
+      ChunkEntry& entry = p.entries[g];
+      writer.append_chunk(gops[g].bytes, entry);
+      entry.stats = gops[g].stats;
+      auto& sequence = index.sequences[entry.sequence];
+      for (std::size_t k = 0; k < gops[g].reconstruction.size(); ++k)
+        sequence.frames[entry.first_frame + k].hash = hash_pixels(gops[g].reconstruction[k]);
+      index.chunks.push_back(entry);
+      done += sequence.geometry.raw_bytes() * entry.frame_count;
+    }
     if (options.progress) options.progress(done, total);
   };
 
-  auto submit = [&](std::size_t sequence, std::size_t first, const FrameShape& shape, GopFrames&& frames) {
-    PendingGop p;
-    p.entry.sequence = sequence;
-    p.entry.first_frame = first;
-    p.entry.frame_count = frames.size();
-    auto shared = std::make_shared<GopFrames>(std::move(frames));
-    p.result = pool.submit([predictor, shape, shared, coding = options.coding] {
-      const GopFrames* gops[] = {shared.get()};
-      return std::move(encode_gops(*predictor, shape, gops, coding).front());
+  // GOPs of the current sequence wait here until a batch is full (a network codes them together).
+  std::vector<GopFrames> batch;
+  std::vector<ChunkEntry> batch_entries;
+  FrameShape batch_shape;
+  auto flush = [&] {
+    if (batch.empty()) return;
+    PendingBatch p;
+    p.entries = std::move(batch_entries);
+    auto shared = std::make_shared<std::vector<GopFrames>>(std::move(batch));
+    batch = {};
+    batch_entries = {};
+    p.result = pool.submit([predictor, shape = batch_shape, shared, coding = options.coding] {
+      std::vector<const GopFrames*> gops;
+      for (const auto& g : *shared) gops.push_back(&g);
+      return encode_gops(*predictor, shape, gops, coding);
     });
     pending.push_back(std::move(p));
-    // Bounded look-ahead keeps memory to a few GOPs per thread.
+    // Bounded look-ahead keeps memory to a few batches per thread.
     while (pending.size() > 2 * std::size_t(threads)) finish_oldest();
+  };
+
+  auto submit = [&](std::size_t sequence, std::size_t first, const FrameShape& shape, GopFrames&& frames) {
+    ChunkEntry entry;
+    entry.sequence = sequence;
+    entry.first_frame = first;
+    entry.frame_count = frames.size();
+    batch_shape = shape;
+    batch.push_back(std::move(frames));
+    batch_entries.push_back(entry);
+    if (batch.size() >= batch_size) flush();
   };
 
   const bool dynamic = options.gop.kind == GopKind::Dynamic && !predictor->intra_only();
@@ -91,6 +123,9 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
     entry.frames.resize(source.frame_count());
     index.sequences.push_back(std::move(entry));
     const FrameShape shape = shape_of(source.geometry());
+    // Batches as large as the predictor likes, but small enough that every thread gets work.
+    const std::size_t gops_here = dynamic ? source.frame_count() : (source.frame_count() + max_gop - 1) / max_gop;
+    batch_size = std::clamp<std::size_t>((gops_here + threads - 1) / threads, 1, std::max<std::size_t>(1, predictor->preferred_batch()));
     GopFrames current;
     std::size_t first = 0;
     std::unique_ptr<GopState> probe;  // Dynamic windows: the forecast on original frames decides the cut
@@ -123,6 +158,7 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
       current.push_back(std::move(frame.pixels));
     }
     if (!current.empty()) submit(s, first, shape, std::move(current));
+    flush();
   }
   while (!pending.empty()) finish_oldest();
 

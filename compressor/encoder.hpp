@@ -8,6 +8,7 @@
 
 #include "compressor/archive.hpp"
 #include "compressor/source.hpp"
+#include "predictor/learned_predictor.hpp"
 
 namespace tezip {
 
@@ -16,7 +17,8 @@ using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
 struct CompressOptions {
   CodingSettings coding;
-  std::string predictor = "previous";
+  std::string predictor = "previous";  // intra, previous, linear, motion or prednet
+  LearnedPredictorOptions learned;     // --predictor prednet
   GopPolicy gop;
   unsigned threads = 0;  // 0: all cores
   bool overwrite = false;
@@ -41,5 +43,9 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
                                 const std::filesystem::path& output, const CompressOptions& options);
 
 unsigned resolve_threads(unsigned requested);
+
+// The predictor `options` name. Throws std::invalid_argument (unknown name, bad options) or
+// InputError (an unusable model file).
+std::unique_ptr<Predictor> make_predictor(const CompressOptions& options);
 
 }  // namespace tezip

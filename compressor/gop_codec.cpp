@@ -34,7 +34,9 @@ struct GopSymbols {
   std::vector<std::uint16_t> literals;
 };
 
-bool frame_is_intra(const Predictor& predictor, std::size_t t) { return t == 0 || predictor.intra_only(); }
+bool frame_is_intra(const Predictor& predictor, std::size_t t) {
+  return t < std::max<std::size_t>(1, predictor.key_frames()) || predictor.intra_only();
+}
 
 codecs::PlaneBound plane_bound(const CodingSettings& settings, std::uint32_t tolerance, std::uint32_t max_value) {
   codecs::PlaneBound b;

@@ -17,9 +17,14 @@ struct FrameShape {
 
 // What the archive records so that the decoder builds the same predictor (DESIGN.md §4, §6).
 struct PredictorIdentity {
-  std::string kind;            // "intra", "previous", "linear", "prednet"
+  std::string kind;            // "intra", "previous", "linear", "motion", "prednet"
   std::string configuration;   // options that rebuild it (empty for classical predictors)
   std::string weights_sha256;  // empty for predictors without weights
+  // Learned predictors: how the arithmetic was carried out ("exact", or "float32" with the CPU
+  // kernels used) and the SHA-256 of the predictor's output on a fixed probe. A decoder whose own
+  // fingerprint differs cannot reproduce the forecasts and must refuse (DESIGN.md §6).
+  std::string arithmetic;
+  std::string fingerprint;
 };
 
 // Whatever a predictor remembers about one GOP: the frames seen so far, a recurrent state.
@@ -39,6 +44,10 @@ class Predictor {
   virtual PredictorIdentity identity() const = 0;
   // Intra-only predictors make every frame a key frame.
   virtual bool intra_only() const { return false; }
+  // The first key_frames() frames of every GOP are key frames (a learned predictor's warm-up).
+  virtual std::size_t key_frames() const { return 1; }
+  // How many GOPs the encoder should hand to one forecast call (a network runs them as one batch).
+  virtual std::size_t preferred_batch() const { return 1; }
   // A new GOP whose key frame (reconstructed) is `key_frame`.
   virtual std::unique_ptr<GopState> begin_gop(const FrameShape& shape, std::span<const std::uint16_t> key_frame) const = 0;
   // forecasts[i] receives the forecast of the next frame of gops[i] (shape.size() values each).

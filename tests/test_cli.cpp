@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/synthetic.hpp"
+#include "support/cli_run.hpp"
 #include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -22,30 +23,9 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-std::string quote(const fs::path& p) { return "'" + p.string() + "'"; }
-
-Run tezip_cli(const std::string& args) {
-  const std::string command = quote(TEZIP_BINARY) + " " + args + " 2>&1 </dev/null";
-  Run run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) run.output.append(buf, n);
-  const int status = ::pclose(pipe);
-  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  UNSCOPED_INFO("$ tezip " << args << "\n" << run.output << "[exit " << run.code << "]");
-  return run;
-}
-
-std::vector<std::uint8_t> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
+using tezip::test::quote;
+using tezip::test::read_file;
+using tezip::test::tezip_cli;
 
 std::vector<std::string> listing(const fs::path& dir) {
   std::vector<std::string> names;

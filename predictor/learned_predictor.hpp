@@ -1,0 +1,44 @@
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "predictor/predictor.hpp"
+
+namespace tezip {
+
+// The decoder's predictor cannot reproduce the encoder's forecasts on this machine (DESIGN.md §6).
+struct DeterminismError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// How `--predictor prednet` runs (issue 4, 7).
+struct LearnedPredictorOptions {
+  std::filesystem::path model;       // empty: the default shipped model (default_model_path())
+  std::string arithmetic = "exact";  // "exact" (integer, identical on every machine) or "float32"
+  // Closed loop (default): the network is fed the reconstructed frames. Open loop (TEZIP's window
+  // mode): after the warm-up it is fed its own forecasts, so a GOP's forecasts depend only on its
+  // key frames.
+  bool open_loop = false;
+  std::size_t warmup = 1;  // key frames at the start of each GOP (>= 1)
+  std::size_t batch = 8;   // GOPs per network call
+};
+
+// A PredNet predictor from a model file. Sets libtorch to one thread: GOPs are the unit of parallel
+// work (the encoder's and decoder's thread pools), and each call runs a batch of them. Throws
+// ModelError (bad model file) or std::invalid_argument (bad options).
+std::unique_ptr<Predictor> make_prednet_predictor(const LearnedPredictorOptions& options);
+
+// Rebuilds the predictor an archive names: finds the model whose weights have the recorded SHA-256
+// (in `model` if given, else in model_search_path()), rebuilds it with the recorded configuration,
+// and compares its fingerprint with the recorded one. Throws ModelError when no such model is
+// found and DeterminismError when the fingerprints differ.
+std::unique_ptr<Predictor> prednet_predictor_for(const PredictorIdentity& identity, const std::filesystem::path& model = {});
+
+// $TEZIP_MODEL_PATH (folders or files, ':'-separated), then the shipped models folder.
+std::vector<std::filesystem::path> model_search_path();
+std::filesystem::path default_model_path();
+
+}  // namespace tezip

@@ -1,0 +1,41 @@
+#pragma once
+// Runs the tezip binary (TEZIP_BINARY) as a user would, capturing its output and exit code.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace tezip::test {
+
+struct Run {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+inline std::string quote(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
+
+// `env` is prepended to the command line (e.g. "ATEN_CPU_CAPABILITY=default").
+inline Run tezip_cli(const std::string& args, const std::string& env = "") {
+  const std::string command = (env.empty() ? "" : env + " ") + quote(TEZIP_BINARY) + " " + args + " 2>&1 </dev/null";
+  Run run;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) run.output.append(buf, n);
+  const int status = ::pclose(pipe);
+  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  UNSCOPED_INFO("$ " << env << (env.empty() ? "" : " ") << "tezip " << args << "\n" << run.output << "[exit " << run.code << "]");
+  return run;
+}
+
+inline std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace tezip::test

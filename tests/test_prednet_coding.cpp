@@ -1,0 +1,170 @@
+// Coding with PredNet (issue 4, 7): round trips on a real sample, every arithmetic and loop mode,
+// and the determinism guard: a decoder that cannot reproduce the forecasts refuses to decode.
+#include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include "compressor/archive.hpp"
+#include "compressor/decoder.hpp"
+#include "compressor/encoder.hpp"
+#include "compressor/errors.hpp"
+#include "compressor/source.hpp"
+#include "predictor/learned/prednet.hpp"
+#include "predictor/learned_predictor.hpp"
+#include "support/cli_run.hpp"
+#include "support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+namespace tezip {
+namespace {
+
+const fs::path kMire = fs::path(TEZIP_SOURCE_DIR) / "datasets/sample/mire";
+const fs::path kVtest = fs::path(TEZIP_SOURCE_DIR) / "datasets/sample/vtest";
+
+// A small PredNet with fixed random weights; `perturb` changes one weight (the forecast's bias).
+fs::path write_model(const fs::path& path, float perturb = 0) {
+  torch::manual_seed(11);
+  PredNetOptions options;
+  options.a_channels = {1, 8, 16};
+  PredNet net(options);
+  {
+    // Untrained, the forecast is mostly relu(negative) = 0; a bias makes it depend on the input.
+    torch::NoGradGuard no_grad;
+    net->ahat[0]->bias.fill_(0.3f + perturb);
+  }
+  auto model = make_model_file(net, "{}");
+  const auto bytes = model.serialize();
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  return path;
+}
+
+CompressOptions prednet_options(const fs::path& model, const std::string& arithmetic) {
+  CompressOptions o;
+  o.predictor = "prednet";
+  o.learned.model = model;
+  o.learned.arithmetic = arithmetic;
+  o.threads = 2;
+  return o;
+}
+
+// Decodes `archive` and compares every pixel with the original frames under `bound`.
+void require_within(const fs::path& archive, const fs::path& original, const fs::path& model, double max_error) {
+  const auto report = verify(archive, original, 2, {}, model);
+  INFO(archive.string());
+  for (const auto& f : report.failures) INFO(f);
+  REQUIRE(report.failures.empty());
+  REQUIRE(report.pixels_out_of_bound == 0);
+  REQUIRE(report.max_error <= max_error);
+}
+
+}  // namespace
+
+TEST_CASE("PredNet coding round trips bit for bit and within bounds on a real sample", "[prednet]") {
+  test::TempDir dir;
+  const auto model = write_model(dir / "m.tzm");
+  for (const std::string arithmetic : {"float32", "exact"}) {
+    SECTION(arithmetic) {
+      auto options = prednet_options(model, arithmetic);
+      compress(kMire, dir / "lossless.tzp", options);
+      require_within(dir / "lossless.tzp", kMire, model, 0);
+      const ArchiveReader reader(dir / "lossless.tzp");
+      CHECK(reader.index().settings.predictor.kind == "prednet");
+      CHECK(reader.index().settings.predictor.arithmetic.rfind(arithmetic, 0) == 0);
+      CHECK(reader.index().settings.predictor.fingerprint.size() == 64);
+
+      options.coding.bound = codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0};
+      compress(kMire, dir / "abs2.tzp", options);
+      require_within(dir / "abs2.tzp", kMire, model, 2);
+
+      options.coding.bound = codecs::ErrorBound{codecs::BoundMode::PwRel, 0, 0.05};
+      compress(kMire, dir / "pwrel.tzp", options);
+      require_within(dir / "pwrel.tzp", kMire, model, 255 * 0.05);
+    }
+  }
+}
+
+TEST_CASE("PredNet open-loop windows with warm-up frames round trip, on colour frames too", "[prednet]") {
+  test::TempDir dir;
+  const auto model = write_model(dir / "m.tzm");
+  auto options = prednet_options(model, "exact");
+  options.learned.open_loop = true;
+  options.learned.warmup = 2;
+  options.gop.size = 5;
+  compress(kMire, dir / "window.tzp", options);
+  require_within(dir / "window.tzp", kMire, model, 0);
+  options.learned.open_loop = false;
+  options.coding.bound = codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0};
+  compress(kVtest, dir / "colour.tzp", options);
+  require_within(dir / "colour.tzp", kVtest, model, 2);
+}
+
+TEST_CASE("the archive does not depend on the PredNet batch size or thread count", "[prednet]") {
+  test::TempDir dir;
+  const auto model = write_model(dir / "m.tzm");
+  auto options = prednet_options(model, "exact");
+  options.gop.size = 4;  // 4 GOPs: batches of 1, 2 or 4
+  options.learned.batch = 1;
+  options.threads = 1;
+  compress(kMire, dir / "b1.tzp", options);
+  options.learned.batch = 8;
+  options.threads = 2;
+  compress(kMire, dir / "b8.tzp", options);
+  REQUIRE(test::read_file(dir / "b1.tzp") == test::read_file(dir / "b8.tzp"));
+}
+
+TEST_CASE("a changed weight or arithmetic is caught before decoding", "[prednet]") {
+  test::TempDir dir;
+  const auto model = write_model(dir / "m.tzm");
+  const auto changed = write_model(dir / "changed.tzm", 0.5f);
+  compress(kMire, dir / "a.tzp", prednet_options(model, "float32"));
+  const PredictorIdentity recorded = ArchiveReader(dir / "a.tzp").index().settings.predictor;
+
+  // The decoder finds the model by its weights' SHA-256: another model is refused by name.
+  REQUIRE_THROWS_WITH(ArchiveDecoder(dir / "a.tzp", changed), Contains("is a different model"));
+  REQUIRE_THROWS_WITH(ArchiveDecoder(dir / "a.tzp", dir / "missing.tzm"), Contains("--model"));
+
+  // Same weights hash claimed, different weights or arithmetic: the fingerprint differs.
+  PredictorIdentity forged = recorded;
+  forged.weights_sha256 = load_model_file(changed).weights_sha256;
+  REQUIRE_THROWS_AS(prednet_predictor_for(forged, changed), DeterminismError);
+  forged = recorded;
+  forged.configuration.replace(forged.configuration.find("float32"), 7, "exact");
+  REQUIRE_THROWS_WITH(prednet_predictor_for(forged, model), Contains("cannot reproduce"));
+  // The recorded identity itself rebuilds.
+  REQUIRE_NOTHROW(prednet_predictor_for(recorded, model));
+}
+
+TEST_CASE("bad PredNet models give clear errors", "[prednet]") {
+  test::TempDir dir;
+  auto options = prednet_options(dir / "none.tzm", "exact");
+  REQUIRE_THROWS_AS(compress(kMire, dir / "x.tzp", options), InputError);
+  {
+    std::ofstream(dir / "junk.tzm") << "not a model";
+  }
+  options.learned.model = dir / "junk.tzm";
+  REQUIRE_THROWS_WITH(compress(kMire, dir / "x.tzp", options), Contains("not a usable tezip model"));
+  REQUIRE_FALSE(fs::exists(dir / "x.tzp"));
+}
+
+TEST_CASE("an exact-arithmetic archive decodes bit for bit under every CPU kernel setting", "[prednet][cli]") {
+  test::TempDir dir;
+  const auto model = write_model(dir / "m.tzm");
+  const std::string archive = test::quote(dir / "e.tzp");
+  REQUIRE(test::tezip_cli("compress " + test::quote(kMire) + " -o " + archive + " --predictor prednet --model " +
+                          test::quote(model) + " --gop 4 --batch 8 -q")
+              .code == 0);
+  std::vector<std::string> settings = {"ATEN_CPU_CAPABILITY=default", "ATEN_CPU_CAPABILITY=avx2",
+                                       "DNNL_MAX_CPU_ISA=SSE41", "OMP_NUM_THREADS=1"};
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) settings.push_back("ATEN_CPU_CAPABILITY=avx512");
+  for (const auto& env : settings)
+    for (const char* threads : {"1", "2"}) {
+      const auto run = test::tezip_cli("verify " + archive + " --model " + test::quote(model) + " -T " + threads + " --against " +
+                                           test::quote(kMire) + " -q",
+                                       env);
+      CHECK(run.code == 0);
+    }
+}
+
+}  // namespace tezip
