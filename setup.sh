@@ -7,9 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES=(build-essential cmake pkg-config libzstd-dev libxxhash-dev libopencv-dev libcxxopts-dev catch2
-          nlohmann-json3-dev libopenmpi-dev openmpi-bin             # batch jobs (MPI optional at build time)
+          nlohmann-json3-dev libssl-dev                             # dataset index, SHA-256 of model weights
+          libopenmpi-dev openmpi-bin                                # batch jobs (MPI optional at build time)
           pybind11-dev python3-dev python3-numpy                    # the Python loader module
-          libtorch-dev python3-torch                                # libtorch adapter, tezip.torch
+          libtorch-dev python3-torch                                # PredNet, libtorch adapter, tezip.torch
           zstd xz-utils ffmpeg clang libclang-rt-14-dev)            # peers in tests/benchmarks, fuzzing
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -268,11 +268,11 @@ TEST_CASE("a foreign header is rejected by name", "[archive]") {
     const auto why = message_of<DataError>([&] { ArchiveReader reader(path); });
     CHECK((why.find("magic") != std::string::npos || why.find("too small") != std::string::npos));
   }
-  SECTION("version 2") {
-    bytes[8] = 2;
+  SECTION("version 3") {
+    bytes[8] = 3;
     write_file(path, bytes);
     const auto why = message_of<DataError>([&] { ArchiveReader reader(path); });
-    CHECK_THAT(why, Contains("version 2"));
+    CHECK_THAT(why, Contains("version 3"));
     CHECK_THAT(why, Contains("not supported"));
   }
   SECTION("version 0x01000001") {
@@ -413,10 +413,20 @@ TEST_CASE("a hostile index is rejected before anything is allocated", "[archive]
   }
   SECTION("a predictor this tezip does not have") {
     ArchiveIndex index = base;
-    index.settings.predictor.kind = "prednet";
+    index.settings.predictor.kind = "transformer";
     write_file(path, sample.with_index(index));
     ArchiveReader reader(path);  // the index itself is fine
-    CHECK_THAT(message_of<DataError>([&] { ArchiveDecoder decoder(path); }), Contains("prednet"));
+    CHECK_THAT(message_of<DataError>([&] { ArchiveDecoder decoder(path); }), Contains("transformer"));
+  }
+  SECTION("a PredNet whose configuration is damaged or whose model is not here") {
+    ArchiveIndex index = base;
+    index.settings.predictor.kind = "prednet";
+    write_file(path, sample.with_index(index));
+    CHECK_THAT(message_of<DataError>([&] { ArchiveDecoder decoder(path); }), Contains("PredNet configuration is damaged"));
+    index.settings.predictor.configuration = R"({"model":"gone.tzm","arithmetic":"exact","loop":"closed","warmup":1})";
+    index.settings.predictor.weights_sha256 = std::string(64, 'a');
+    write_file(path, sample.with_index(index));
+    CHECK_THAT(message_of<DataError>([&] { ArchiveDecoder decoder(path); }), Contains("gone.tzm"));
   }
   SECTION("settings that differ from the chunks'") {
     ArchiveIndex index = base;

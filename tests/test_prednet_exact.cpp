@@ -4,6 +4,7 @@
 // Torch before Catch: glog (through torch) defines a CHECK of its own; these tests use REQUIRE.
 #include "predictor/learned/engine.hpp"
 #include "predictor/learned/prednet_exact.hpp"
+#include "predictor/model_file.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -11,8 +12,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -410,4 +413,56 @@ TEST_CASE("exact engine speed against the float engine", "[.][prednet_exact_benc
                   8 * kSteps / seconds);
     }
   }
+}
+
+// Exact against float with a trained model: `tezip_tests "[prednet_exact_quality]"`, with
+// TEZIP_EXACT_MODEL (default models/prednet-small.tzm) and TEZIP_EXACT_FRAMES (a folder of 8-bit
+// PGM frames, default the bundled mire sample; .cache/datasets/mire2 is a longer one).
+TEST_CASE("exact engine quality against the float engine with a trained model", "[.][prednet_exact_quality]") {
+  const char* model_env = std::getenv("TEZIP_EXACT_MODEL");
+  const char* frames_env = std::getenv("TEZIP_EXACT_FRAMES");
+  const fs::path model_path = model_env ? fs::path(model_env) : fs::path(TEZIP_SOURCE_DIR) / "models/prednet-small.tzm";
+  const fs::path folder = frames_env ? fs::path(frames_env) : kMire;
+  REQUIRE(fs::exists(model_path));
+  const auto net = load_prednet(load_model_file(model_path), model_path.string());
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(folder))
+    if (entry.path().extension() == ".pgm") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  std::vector<torch::Tensor> frames;
+  const int m = net->options().padding_multiple();
+  for (const auto& f : files) {
+    auto frame = read_pgm(f);
+    frames.push_back(frame.narrow(2, 0, frame.size(2) / m * m).narrow(3, 0, frame.size(3) / m * m).contiguous());
+  }
+  REQUIRE(frames.size() >= 2);
+  const auto exact_forecasts = run(*make_exact_engine(net), frames, 255);
+  const auto float_forecasts = run(*make_float_engine(net), frames, 255);
+  double total = 0, exact_se = 0, float_se = 0, previous_se = 0;
+  std::int64_t worst = 0, count = 0, differing = 0;
+  std::map<std::int64_t, std::int64_t> exact_hist, float_hist;
+  for (std::size_t t = 0; t < exact_forecasts.size(); ++t) {
+    const auto d = (exact_forecasts[t] - float_forecasts[t]).abs();
+    total += d.sum().item<double>();
+    worst = std::max<std::int64_t>(worst, d.max().item<std::int64_t>());
+    differing += d.ne(0).sum().item<std::int64_t>();
+    count += d.numel();
+    const auto exact_residual = frames[t + 1] - exact_forecasts[t], float_residual = frames[t + 1] - float_forecasts[t];
+    exact_se += exact_residual.to(torch::kFloat64).pow(2).sum().item<double>();
+    float_se += float_residual.to(torch::kFloat64).pow(2).sum().item<double>();
+    previous_se += (frames[t + 1] - frames[t]).to(torch::kFloat64).pow(2).sum().item<double>();
+    for (std::int64_t v : as_int64(exact_residual)) ++exact_hist[v];
+    for (std::int64_t v : as_int64(float_residual)) ++float_hist[v];
+  }
+  auto entropy = [&](const std::map<std::int64_t, std::int64_t>& hist) {
+    double bits = 0;
+    for (const auto& [value, n] : hist) bits -= double(n) / double(count) * std::log2(double(n) / double(count));
+    return bits;
+  };
+  std::printf("%s on %s (%zu forecasts): mean |exact - float| %.4f levels, max %lld, %.3f%% differ; MSE exact %.3f, "
+              "float %.3f, previous frame %.3f; residual entropy exact %.4f, float %.4f bits/pixel\n",
+              model_path.filename().c_str(), folder.filename().c_str(), exact_forecasts.size(), total / double(count),
+              (long long)worst, 100.0 * double(differing) / double(count), exact_se / double(count),
+              float_se / double(count), previous_se / double(count), entropy(exact_hist), entropy(float_hist));
+  REQUIRE(std::abs(entropy(exact_hist) - entropy(float_hist)) <= 0.02 * entropy(float_hist));
 }
