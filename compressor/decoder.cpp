@@ -92,24 +92,47 @@ const ArchiveIndex& ArchiveDecoder::index() const { return reader_->index(); }
 const ArchiveReader& ArchiveDecoder::reader() const { return *reader_; }
 
 GopFrames ArchiveDecoder::decode_chunk(std::size_t i) const {
+  const std::size_t chunks[] = {i};
+  return std::move(decode_chunks(chunks).front());
+}
+
+std::size_t ArchiveDecoder::preferred_batch() const { return std::max<std::size_t>(1, predictor_->preferred_batch()); }
+
+std::vector<GopFrames> ArchiveDecoder::decode_chunks(std::span<const std::size_t> which) const {
   const auto& index = reader_->index();
-  const auto& chunk = index.chunks.at(i);
-  const auto& sequence = index.sequences[chunk.sequence];
-  const auto bytes = reader_->read_chunk(i);
-  GopFrames frames;
-  try {
-    const std::span<const std::uint8_t> chunks[] = {bytes};
-    const std::size_t counts[] = {std::size_t(chunk.frame_count)};
-    frames = std::move(decode_gops(*predictor_, shape_of(sequence.geometry), chunks, counts, index.settings.coding).front());
-  } catch (const DataError& e) {
-    throw DataError(reader_->path().string() + ": " + frame_label(sequence, chunk.first_frame) + ": " + e.what());
-  } catch (const codecs::CodecError& e) {
-    throw DataError(reader_->path().string() + ": " + frame_label(sequence, chunk.first_frame) + ": " + e.what());
+  if (which.empty()) return {};
+  const auto& sequence = index.sequences[index.chunks.at(which.front()).sequence];
+  std::vector<std::vector<std::uint8_t>> bytes;
+  std::vector<std::span<const std::uint8_t>> chunks;
+  std::vector<std::size_t> counts;
+  for (const std::size_t i : which) {
+    const auto& chunk = index.chunks.at(i);
+    if (index.sequences[chunk.sequence].geometry.raw_bytes() != sequence.geometry.raw_bytes() ||
+        index.sequences[chunk.sequence].geometry.channels != sequence.geometry.channels)
+      throw std::invalid_argument("decode_chunks: chunks of different geometries");
+    bytes.push_back(reader_->read_chunk(i));
+    counts.push_back(std::size_t(chunk.frame_count));
   }
-  for (std::size_t k = 0; k < frames.size(); ++k)
-    if (hash_pixels(frames[k]) != sequence.frames[chunk.first_frame + k].hash)
-      throw DataError(reader_->path().string() + ": " + frame_label(sequence, chunk.first_frame + k) +
-                      ": checksum mismatch after decoding");
+  for (const auto& b : bytes) chunks.emplace_back(b);
+  const auto where = [&](std::size_t i) {
+    const auto& chunk = index.chunks[i];
+    return reader_->path().string() + ": " + frame_label(index.sequences[chunk.sequence], chunk.first_frame);
+  };
+  std::vector<GopFrames> frames;
+  try {
+    frames = decode_gops(*predictor_, shape_of(sequence.geometry), chunks, counts, index.settings.coding);
+  } catch (const DataError& e) {
+    throw DataError((which.size() == 1 ? where(which.front()) : where(which.front()) + " (or a chunk decoded with it)") + ": " + e.what());
+  } catch (const codecs::CodecError& e) {
+    throw DataError((which.size() == 1 ? where(which.front()) : where(which.front()) + " (or a chunk decoded with it)") + ": " + e.what());
+  }
+  for (std::size_t c = 0; c < which.size(); ++c) {
+    const auto& chunk = index.chunks[which[c]];
+    const auto& seq = index.sequences[chunk.sequence];
+    for (std::size_t k = 0; k < frames[c].size(); ++k)
+      if (hash_pixels(frames[c][k]) != seq.frames[chunk.first_frame + k].hash)
+        throw DataError(reader_->path().string() + ": " + frame_label(seq, chunk.first_frame + k) + ": checksum mismatch after decoding");
+  }
   return frames;
 }
 
@@ -147,34 +170,47 @@ DecompressReport decompress(const std::filesystem::path& archive, const std::fil
   std::atomic<bool> cancelled = false;
   {
     ThreadPool pool(resolve_threads(options.threads));
+    // Consecutive chunks of one sequence decode as a batch (a learned predictor runs them through
+    // one network call), as many as the predictor likes but few enough to keep every thread busy.
     struct Job {
       const ArchiveIndex* index;
-      std::size_t chunk;
+      std::vector<std::size_t> chunks;
       std::future<void> done;
     };
     std::deque<Job> jobs;
     for (const auto& d : decoders) {
       const ArchiveDecoder& decoder = *d;
       const auto& index = decoder.index();
-      for (std::size_t i = 0; i < index.chunks.size(); ++i)
-        jobs.push_back({&index, i, pool.submit([&, i] {
-                          if (cancelled) return;
-                          const auto& chunk = index.chunks[i];
-                          const auto& sequence = index.sequences[chunk.sequence];
-                          GopFrames frames = decoder.decode_chunk(i);
-                          for (std::size_t k = 0; k < frames.size(); ++k) {
-                            const auto& entry = sequence.frames[chunk.first_frame + k];
-                            Frame frame{entry.name, entry.format, std::move(frames[k])};
-                            write_frame(staging.path() / sequence.name, frame, sequence.geometry, options.format);
-                          }
-                        })});
+      const std::size_t batch = std::clamp<std::size_t>((index.chunks.size() + pool.size() - 1) / pool.size(), 1,
+                                                        decoder.preferred_batch());
+      for (std::size_t i = 0; i < index.chunks.size();) {
+        std::vector<std::size_t> chunks = {i++};
+        while (i < index.chunks.size() && chunks.size() < batch && index.chunks[i].sequence == index.chunks[chunks[0]].sequence)
+          chunks.push_back(i++);
+        auto future = pool.submit([&, chunks] {
+          if (cancelled) return;
+          std::vector<GopFrames> decoded = decoder.decode_chunks(chunks);
+          for (std::size_t c = 0; c < chunks.size(); ++c) {
+            const auto& chunk = index.chunks[chunks[c]];
+            const auto& sequence = index.sequences[chunk.sequence];
+            for (std::size_t k = 0; k < decoded[c].size(); ++k) {
+              const auto& entry = sequence.frames[chunk.first_frame + k];
+              Frame frame{entry.name, entry.format, std::move(decoded[c][k])};
+              write_frame(staging.path() / sequence.name, frame, sequence.geometry, options.format);
+            }
+          }
+        });
+        jobs.push_back({&index, std::move(chunks), std::move(future)});
+      }
     }
     std::uint64_t done = 0;
     try {
       for (auto& job : jobs) {
         job.done.get();
-        const auto& chunk = job.index->chunks[job.chunk];
-        done += job.index->sequences[chunk.sequence].geometry.raw_bytes() * chunk.frame_count;
+        for (const std::size_t c : job.chunks) {
+          const auto& chunk = job.index->chunks[c];
+          done += job.index->sequences[chunk.sequence].geometry.raw_bytes() * chunk.frame_count;
+        }
         if (options.progress) options.progress(done, total);
       }
     } catch (...) {

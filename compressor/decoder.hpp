@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ class ArchiveDecoder {
   const ArchiveReader& reader() const;
   // Frames of chunk i, planar, in order.
   GopFrames decode_chunk(std::size_t i) const;
+  // Several chunks of one sequence at once: a learned predictor runs them as one batch.
+  std::vector<GopFrames> decode_chunks(std::span<const std::size_t> chunks) const;
+  // How many chunks decode_chunks likes at once.
+  std::size_t preferred_batch() const;
 
  private:
   std::unique_ptr<ArchiveReader> reader_;

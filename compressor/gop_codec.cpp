@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "codecs/codec_error.hpp"
+#include "codecs/forecast_blocks.hpp"
 #include "codecs/interval_quantizer.hpp"
 #include "codecs/linear_quantizer.hpp"
 #include "codecs/plane_transform.hpp"
@@ -13,10 +14,13 @@ namespace {
 
 using codecs::PlaneTransform;
 
-constexpr std::uint8_t kChunkVersion = 1;
+constexpr std::uint8_t kChunkVersion = 2;  // 2: per-block forecast maps
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
+// Added to the mode of an inter plane whose forecast is built per block (codecs/forecast_blocks.hpp)
+// from the predictor's forecast and the previous frame; its map is in the chunk's map stream.
+constexpr std::uint8_t kBlockMapFlag = 0x10;
 
 // Where one plane's symbols went, as recorded in the chunk header.
 struct PlaneRecord {
@@ -32,6 +36,7 @@ struct GopSymbols {
   std::vector<std::int32_t> run_values;
   std::vector<std::uint32_t> run_lengths;
   std::vector<std::uint16_t> literals;
+  std::vector<std::uint32_t> block_maps;  // forecast source per block, planes with kBlockMapFlag
 };
 
 bool frame_is_intra(const Predictor& predictor, std::size_t t) {
@@ -93,6 +98,7 @@ std::vector<std::uint8_t> serialize(const GopSymbols& g, const FrameShape& shape
   out.blob(lengths);
   out.varint(g.literals.size());
   out.blob(literals);
+  out.blob(codecs::encode_symbols(g.block_maps, 0, options));
   stats.symbol_bytes = symbols.size();
   stats.run_bytes = values.size() + lengths.size();
   stats.literal_bytes = literals.size();
@@ -165,14 +171,25 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   std::vector<GopSymbols> coded(gops.size());
   std::vector<std::unique_ptr<GopState>> states(gops.size());
   std::vector<std::int32_t> plane_symbols(plane_size), transformed(plane_size), intra_symbols(plane_size);
-  std::vector<std::uint16_t> intra_recon(plane_size), inter_literals, intra_literals;
+  std::vector<std::uint16_t> intra_recon(plane_size), inter_literals, intra_literals, blended(plane_size);
+  std::vector<std::uint32_t> block_map(codecs::forecast_block_count(shape.width, shape.height));
 
+  const bool fallback_blocks = predictor.block_fallback();
   auto code_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
     const auto& frame = (*gops[g])[t];
     const std::span<const std::uint16_t> plane(frame.data() + c * plane_size, plane_size);
     std::span<std::uint16_t> recon(encoded[g].reconstruction[t].data() + c * plane_size, plane_size);
     GopSymbols& s = coded[g];
     PlaneRecord record;
+    bool mapped = false;
+    if (!forecast.empty() && fallback_blocks) {
+      const std::span<const std::uint16_t> previous(encoded[g].reconstruction[t - 1].data() + c * plane_size, plane_size);
+      if (codecs::choose_forecast_blocks(plane, forecast, previous, shape.width, block_map)) {
+        codecs::build_forecast(block_map, forecast, previous, shape.width, blended);
+        forecast = blended;
+        mapped = true;
+      }
+    }
     record.tolerance = plane_tolerance(settings, plane, shape.max_value);
     const auto bound = plane_bound(settings, record.tolerance, shape.max_value);
     if (forecast.empty()) {
@@ -182,6 +199,10 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
       codecs::IntervalRuns runs;
       codecs::interval_quantize(plane, forecast, bound, runs, recon);
       record.run_count = runs.values.size();
+      if (mapped) {
+        record.mode |= kBlockMapFlag;
+        s.block_maps.insert(s.block_maps.end(), block_map.begin(), block_map.end());
+      }
       s.run_values.insert(s.run_values.end(), runs.values.begin(), runs.values.end());
       s.run_lengths.insert(s.run_lengths.end(), runs.lengths.begin(), runs.lengths.end());
     } else {
@@ -197,6 +218,10 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
         s.literals.insert(s.literals.end(), intra_literals.begin(), intra_literals.end());
       } else {
         record.mode = std::uint8_t(inter.transform);
+        if (mapped) {
+          record.mode |= kBlockMapFlag;
+          s.block_maps.insert(s.block_maps.end(), block_map.begin(), block_map.end());
+        }
         codecs::forward_transform(inter.transform, plane_symbols, shape.width, transformed);
         s.symbols.insert(s.symbols.end(), transformed.begin(), transformed.end());
         s.literals.insert(s.literals.end(), inter_literals.begin(), inter_literals.end());
@@ -243,12 +268,17 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
     if (count != frame_counts[g] || count == 0) in.fail("frame count differs from the index");
     GopSymbols& s = coded[g];
     s.planes.assign(count, std::vector<PlaneRecord>(shape.channels));
-    std::uint64_t symbol_count = 0, run_count = 0;
+    std::uint64_t symbol_count = 0, run_count = 0, map_count = 0;
     for (std::size_t t = 0; t < count; ++t)
       for (auto& plane : s.planes[t]) {
         plane.tolerance = std::uint32_t(in.varint(shape.max_value, "tolerance"));
         plane.mode = in.u8();
-        if (plane.mode > kIntraPlane) in.fail("unknown plane mode");
+        const std::uint8_t base = plane.mode & ~kBlockMapFlag;
+        if (base > kIntraPlane) in.fail("unknown plane mode");
+        if (plane.mode & kBlockMapFlag) {
+          if (base == kIntraPlane || frame_is_intra(predictor, t)) in.fail("forecast map on a plane without a forecast");
+          map_count += codecs::forecast_block_count(shape.width, shape.height);
+        }
         plane.run_count = in.varint(plane_size, "run count");
         const bool interval = !frame_is_intra(predictor, t) && settings.quantizer == QuantizerKind::Interval &&
                               settings.bound.mode != codecs::BoundMode::Lossless;
@@ -284,15 +314,29 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
       if (literal_values[i] > shape.max_value) in.fail("literal out of the pixel range");
       s.literals[i] = std::uint16_t(literal_values[i]);
     }
+    s.block_maps.resize(map_count);
+    codecs::decode_symbols(in.blob(), 0, s.block_maps);
+    for (const auto m : s.block_maps)
+      if (m >= codecs::kForecastSources) in.fail("unknown forecast source");
     in.expect_end();
     literals.emplace_back(s.literals);
     frames[g].assign(count, std::vector<std::uint16_t>(shape.size()));
   }
 
+  std::vector<std::size_t> map_pos(chunks.size(), 0);
+  std::vector<std::uint16_t> blended(plane_size);
+  const std::size_t map_size = codecs::forecast_block_count(shape.width, shape.height);
   auto decode_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
     GopSymbols& s = coded[g];
     const PlaneRecord& record = s.planes[t][c];
     std::span<std::uint16_t> recon(frames[g][t].data() + c * plane_size, plane_size);
+    if (record.mode & kBlockMapFlag) {
+      const std::span<const std::uint16_t> previous(frames[g][t - 1].data() + c * plane_size, plane_size);
+      const std::span<const std::uint32_t> map(s.block_maps.data() + map_pos[g], map_size);
+      map_pos[g] += map_size;
+      codecs::build_forecast(map, forecast, previous, shape.width, blended);
+      forecast = blended;
+    }
     const auto bound = plane_bound(settings, record.tolerance, shape.max_value);
     if (record.run_count > 0) {
       const std::span<const std::int32_t> values(s.run_values.data() + run_pos[g], record.run_count);
@@ -303,10 +347,10 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
     }
     const std::span<std::int32_t> symbols(s.symbols.data() + symbol_pos[g], plane_size);
     symbol_pos[g] += plane_size;
-    if (forecast.empty() || record.mode == kIntraPlane) {
+    if (forecast.empty() || (record.mode & ~kBlockMapFlag) == kIntraPlane) {
       codecs::dequantize_plane_intra(symbols, shape.width, bound, recon, literals[g]);
     } else {
-      codecs::inverse_transform(PlaneTransform(record.mode), symbols, shape.width);
+      codecs::inverse_transform(PlaneTransform(record.mode & ~kBlockMapFlag), symbols, shape.width);
       codecs::dequantize_plane(symbols, forecast, bound, recon, literals[g]);
     }
   };

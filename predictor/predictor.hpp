@@ -46,6 +46,9 @@ class Predictor {
   virtual bool intra_only() const { return false; }
   // The first key_frames() frames of every GOP are key frames (a learned predictor's warm-up).
   virtual std::size_t key_frames() const { return 1; }
+  // Whether the encoder may replace this forecast, block by block, by the previous frame or the mean
+  // of both where they are closer (codecs/forecast_blocks.hpp): a learned forecast's fallback.
+  virtual bool block_fallback() const { return false; }
   // How many GOPs the encoder should hand to one forecast call (a network runs them as one batch).
   virtual std::size_t preferred_batch() const { return 1; }
   // A new GOP whose key frame (reconstructed) is `key_frame`.

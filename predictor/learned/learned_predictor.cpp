@@ -63,6 +63,7 @@ class PredNetPredictor final : public Predictor {
 
   std::size_t key_frames() const override { return options_.warmup; }
   std::size_t preferred_batch() const override { return options_.batch; }
+  bool block_fallback() const override { return true; }
 
   std::unique_ptr<GopState> begin_gop(const FrameShape& shape, std::span<const std::uint16_t> key_frame) const override {
     if (key_frame.size() != shape.size()) throw std::invalid_argument("PredNet predictor: key frame size differs from its shape");

@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -397,17 +396,6 @@ class ExactEngine final : public PredNetEngine {
       in.insert(in.end(), options_.r(l) + (l + 1 < layers ? options_.r(l + 1) : 0), 15);
       layers_[l].lstm = exact::quantize_conv(net->lstm[l]->weight, net->lstm[l]->bias, in,
                                              std::vector<int>(4 * options_.r(l), 15));
-    }
-    if (std::getenv("TEZIP_EXACT_DEBUG")) {  // TMP
-      for (int l = 0; l < layers; ++l) {
-        std::fprintf(stderr, "layer %d e_frac:", l);
-        for (int f : layers_[l].e_frac) std::fprintf(stderr, " %d", f);
-        std::fprintf(stderr, "\n lstm scale:");
-        for (int f : layers_[l].lstm.scale) std::fprintf(stderr, " %d", f);
-        std::fprintf(stderr, "\n ahat scale:");
-        for (int f : layers_[l].ahat.scale) std::fprintf(stderr, " %d", f);
-        std::fprintf(stderr, "\n");
-      }
     }
   }
 
