@@ -81,11 +81,12 @@ void fill_tap(const std::int16_t* image, int height, int width, int kernel, int 
     if (sy < 0 || sy >= height) {
       std::memset(dst + i, 0, sizeof(std::int16_t) * n);
     } else {
+      // Columns x + j with 0 <= x + j + dx < width come from the row, the others are padding.
       const std::int16_t* row = plane + std::int64_t(sy) * width;
-      for (int j = 0; j < n; ++j) {
-        const int sx = x + j + dx;
-        dst[i + j] = (sx >= 0 && sx < width) ? row[sx] : std::int16_t(0);
-      }
+      const int lo = std::clamp(-dx - x, 0, n), hi = std::clamp(width - dx - x, lo, n);
+      std::memset(dst + i, 0, sizeof(std::int16_t) * lo);
+      std::memcpy(dst + i + lo, row + x + lo + dx, sizeof(std::int16_t) * (hi - lo));
+      std::memset(dst + i + hi, 0, sizeof(std::int16_t) * (n - hi));
     }
     i += n;
     x = 0;
@@ -100,7 +101,7 @@ void im2col_tile(const std::int16_t* image, int height, int width, const QuantCo
   std::int16_t* lo = scratch;
   std::int16_t* hi = scratch + kTile;
   for (int p = 0; p < conv.pairs; ++p) {
-    std::fill(lo, lo + 2 * kTile, std::int16_t(0));
+    if (count < kTile || 2 * p + 1 >= taps) std::fill(lo, lo + 2 * kTile, std::int16_t(0));
     fill_tap(image, height, width, conv.kernel, 2 * p, p0, count, lo);
     if (2 * p + 1 < taps) fill_tap(image, height, width, conv.kernel, 2 * p + 1, p0, count, hi);
     std::int32_t* row = xs + std::int64_t(p) * kTile;
@@ -276,9 +277,14 @@ void conv2d(const std::int16_t* in, int batch, int height, int width, const Quan
         for (int o = 0; o < ob; ++o) {
           const std::int32_t* a = acc.data() + std::int64_t(o) * kTile;
           std::int32_t* dst = out + b * out_stride + std::int64_t(o0 + o) * pixels + p0;
-          const std::int64_t bias = conv.bias[o0 + o];
           const int shift = conv.shift[o0 + o];
-          for (int i = 0; i < count; ++i) dst[i] = saturate32(round_shift(a[i] + bias, shift));
+          if (shift > 0) {  // the usual case, as a loop the compiler can vectorise
+            const std::int64_t bias = conv.bias[o0 + o] + (std::int64_t{1} << (shift - 1));
+            for (int i = 0; i < count; ++i) dst[i] = saturate32((a[i] + bias) >> shift);
+          } else {
+            const std::int64_t bias = conv.bias[o0 + o];
+            for (int i = 0; i < count; ++i) dst[i] = saturate32(round_shift(a[i] + bias, shift));
+          }
         }
       }
     }
