@@ -32,15 +32,18 @@ echo "== main job on the bundled sample (datasets/sample)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for seq in vtest mire castle16; do
-  for mode in "lossless" "abs --bound 2"; do
-    label=${mode/ --bound /}
-    name="$seq-$label"
-    ./build/tezip compress "datasets/sample/$seq" -o "$work/$name.tzp" --mode $mode -q
-    ./build/tezip decompress "$work/$name.tzp" -o "$work/$name" -q
-    ./build/tezip verify "$work/$name.tzp" --against "$work/$name" -q  # the files written hold the decoded pixels
-    raw=$(./build/tezip info "$work/$name.tzp" | awk '/^raw:/ {print $NF}')
-    original=$(./build/tezip verify "$work/$name.tzp" --against "datasets/sample/$seq" | grep -o 'max_error=[^ ]*')
-    printf '%-10s %-9s ratio %-8s %s against the original\n' "$seq" "$label" "$raw" "$original"
+  for predictor in previous prednet; do
+    for mode in "lossless" "abs --bound 2"; do
+      label=${mode/ --bound /}
+      name="$seq-$predictor-$label"
+      # PredNet: the shipped model (models/prednet-small.tzm), exact integer arithmetic.
+      ./build/tezip compress "datasets/sample/$seq" -o "$work/$name.tzp" --predictor $predictor --mode $mode -q
+      ./build/tezip decompress "$work/$name.tzp" -o "$work/$name" -q
+      ./build/tezip verify "$work/$name.tzp" --against "$work/$name" -q  # the files written hold the decoded pixels
+      raw=$(./build/tezip info "$work/$name.tzp" | awk '/^raw:/ {print $NF}')
+      original=$(./build/tezip verify "$work/$name.tzp" --against "datasets/sample/$seq" | grep -o 'max_error=[^ ]*')
+      printf '%-10s %-9s %-9s ratio %-8s %s against the original\n' "$seq" "$predictor" "$label" "$raw" "$original"
+    done
   done
 done
 echo "== done: ./build/tezip --help"
