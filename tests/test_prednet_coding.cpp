@@ -168,3 +168,24 @@ TEST_CASE("an exact-arithmetic archive decodes bit for bit under every CPU kerne
 }
 
 }  // namespace tezip
+
+namespace tezip {
+
+TEST_CASE("a float32 archive decoded with other CPU kernels is refused by name, never mis-decoded", "[prednet][cli]") {
+  test::TempDir dir;
+  const auto model = write_model(dir / "m.tzm");
+  const std::string archive = test::quote(dir / "f.tzp");
+  REQUIRE(test::tezip_cli("compress " + test::quote(kMire) + " -o " + archive + " --predictor prednet --arithmetic float32 --model " +
+                          test::quote(model) + " -q")
+              .code == 0);
+  REQUIRE(test::tezip_cli("verify " + archive + " --model " + test::quote(model) + " -q").code == 0);
+  for (const std::string env : {"ATEN_CPU_CAPABILITY=default", "DNNL_MAX_CPU_ISA=SSE41"}) {
+    const auto run = test::tezip_cli("verify " + archive + " --model " + test::quote(model) + " -q", env);
+    // Where these kernels give the same bits the archive decodes; elsewhere the fingerprint or the
+    // recorded kernels refuse it before any frame is decoded.
+    if (run.code != 0) CHECK_THAT(run.output, Contains("cannot reproduce"));
+    CHECK_THAT(run.output, !Contains("checksum mismatch"));
+  }
+}
+
+}  // namespace tezip
