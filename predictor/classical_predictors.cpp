@@ -9,9 +9,15 @@
 namespace tezip {
 namespace {
 
+PredictorIdentity named(const char* kind) {
+  PredictorIdentity id;
+  id.kind = kind;
+  return id;
+}
+
 class PreviousFramePredictor final : public HistoryPredictor {
  public:
-  PredictorIdentity identity() const override { return {.kind = "previous"}; }
+  PredictorIdentity identity() const override { return named("previous"); }
   void forecast(std::span<GopState* const> gops, std::span<const std::span<std::uint16_t>> forecasts) const override {
     for (std::size_t i = 0; i < gops.size(); ++i) {
       const auto& state = static_cast<const FrameHistory&>(*gops[i]);
@@ -22,7 +28,7 @@ class PreviousFramePredictor final : public HistoryPredictor {
 
 class LinearExtrapolationPredictor final : public HistoryPredictor {
  public:
-  PredictorIdentity identity() const override { return {.kind = "linear"}; }
+  PredictorIdentity identity() const override { return named("linear"); }
   void forecast(std::span<GopState* const> gops, std::span<const std::span<std::uint16_t>> forecasts) const override {
     for (std::size_t i = 0; i < gops.size(); ++i) {
       const auto& state = static_cast<const FrameHistory&>(*gops[i]);
@@ -41,7 +47,7 @@ class LinearExtrapolationPredictor final : public HistoryPredictor {
 // Key frames only: the spatial (intra) coder handles every frame, so this never forecasts.
 class IntraOnlyPredictor final : public Predictor {
  public:
-  PredictorIdentity identity() const override { return {.kind = "intra"}; }
+  PredictorIdentity identity() const override { return named("intra"); }
   bool intra_only() const override { return true; }
   std::unique_ptr<GopState> begin_gop(const FrameShape&, std::span<const std::uint16_t>) const override {
     return std::make_unique<FrameHistory>();

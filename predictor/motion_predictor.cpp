@@ -17,7 +17,12 @@ constexpr int kRange = 4;
 // the smaller vector make it bit-exact everywhere.
 class MotionExtrapolationPredictor final : public HistoryPredictor {
  public:
-  PredictorIdentity identity() const override { return {.kind = "motion", .configuration = "block=16,range=4"}; }
+  PredictorIdentity identity() const override {
+    PredictorIdentity id;
+    id.kind = "motion";
+    id.configuration = "block=16,range=4";
+    return id;
+  }
 
   void forecast(std::span<GopState* const> gops, std::span<const std::span<std::uint16_t>> forecasts) const override {
     for (std::size_t i = 0; i < gops.size(); ++i) {
