@@ -94,6 +94,14 @@ TEST_CASE("PredNet open-loop windows with warm-up frames round trip, on colour f
   options.gop.size = 5;
   compress(kMire, dir / "window.tzp", options);
   require_within(dir / "window.tzp", kMire, model, 0);
+  // TEZIP's dynamic window (DWP): open loop, a key frame when the forecast's MSE passes T.
+  options.gop.kind = GopKind::Dynamic;
+  options.gop.mse_threshold = 0.001;
+  options.gop.size = 16;
+  compress(kMire, dir / "dynamic.tzp", options);
+  require_within(dir / "dynamic.tzp", kMire, model, 0);
+  CHECK(ArchiveReader(dir / "dynamic.tzp").index().chunks.size() > 1);
+  options.gop = {};
   options.learned.open_loop = false;
   options.coding.bound = codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0};
   compress(kVtest, dir / "colour.tzp", options);
