@@ -19,6 +19,7 @@
 #include "compressor/encoder.hpp"
 #include "compressor/errors.hpp"
 #include "compressor/mpi_context.hpp"
+#include "predictor/learned_predictor.hpp"
 
 namespace tezip::cli {
 namespace {
@@ -512,6 +513,7 @@ int dispatch(int argc, char** argv) {
     std::cout << "tezip 0.1\n";
     return kOk;
   }
+  if (command != "train") use_single_threaded_torch();  // see predictor/learned_predictor.hpp
   if (command == "compress") return run_compress(argc - 1, argv + 1);
   if (command == "decompress") return run_decompress(argc - 1, argv + 1);
   if (command == "info") return run_info(argc - 1, argv + 1);

@@ -26,10 +26,14 @@ struct LearnedPredictorOptions {
   std::size_t batch = 8;   // GOPs per network call
 };
 
-// A PredNet predictor from a model file. Sets libtorch to one thread: GOPs are the unit of parallel
-// work (the encoder's and decoder's thread pools), and each call runs a batch of them. Throws
-// ModelError (bad model file) or std::invalid_argument (bad options).
+// A PredNet predictor from a model file. Throws ModelError (bad model file) or
+// std::invalid_argument (bad options).
 std::unique_ptr<Predictor> make_prednet_predictor(const LearnedPredictorOptions& options);
+
+// GOPs are the unit of parallel work (the encoder's and decoder's thread pools), so a program that
+// owns its process (the tezip command) runs torch single-threaded inside each network call. A
+// library must not: a loader shares libtorch's thread setting with the user's training.
+void use_single_threaded_torch();
 
 // Rebuilds the predictor an archive names: finds the model whose weights have the recorded SHA-256
 // (in `model` if given, else in model_search_path()), rebuilds it with the recorded configuration,

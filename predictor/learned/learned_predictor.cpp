@@ -38,8 +38,6 @@ class PredNetPredictor final : public Predictor {
     if (options_.warmup < 1) throw std::invalid_argument("--warmup must be at least 1");
     if (options_.batch < 1) options_.batch = 1;
     check_cpu_capability();
-    // GOPs are the unit of parallel work: torch runs single-threaded inside each call.
-    torch::set_num_threads(1);
     PredNet net = load_prednet(model, model_name);
     if (options_.arithmetic == "exact")
       engine_ = make_exact_engine(net);
@@ -292,6 +290,8 @@ std::vector<std::filesystem::path> model_files_in(const std::filesystem::path& e
 }
 
 }  // namespace
+
+void use_single_threaded_torch() { torch::set_num_threads(1); }
 
 std::vector<std::filesystem::path> model_search_path() {
   std::vector<std::filesystem::path> path;
