@@ -121,10 +121,10 @@ std::vector<GopFrames> ArchiveDecoder::decode_chunks(std::span<const std::size_t
   std::vector<GopFrames> frames;
   try {
     frames = decode_gops(*predictor_, shape_of(sequence.geometry), chunks, counts, index.settings.coding);
-  } catch (const DataError& e) {
-    throw DataError((which.size() == 1 ? where(which.front()) : where(which.front()) + " (or a chunk decoded with it)") + ": " + e.what());
-  } catch (const codecs::CodecError& e) {
-    throw DataError((which.size() == 1 ? where(which.front()) : where(which.front()) + " (or a chunk decoded with it)") + ": " + e.what());
+  } catch (const std::exception& e) {
+    if (!dynamic_cast<const DataError*>(&e) && !dynamic_cast<const codecs::CodecError*>(&e)) throw;
+    // A batch decodes in lockstep: the damage is in one of its chunks, named by the first.
+    throw DataError(where(which.front()) + (which.size() == 1 ? "" : " (or a chunk decoded with it)") + ": " + e.what());
   }
   for (std::size_t c = 0; c < which.size(); ++c) {
     const auto& chunk = index.chunks[which[c]];

@@ -2,8 +2,6 @@
 // network on the bundled mire sample (16 gray 160x120 frames).
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +13,7 @@
 #include "compressor/source.hpp"
 #include "predictor/model_file.hpp"
 #include "predictor/training.hpp"
+#include "support/cli_run.hpp"
 #include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -53,28 +52,7 @@ tezip::TrainingOptions tiny(int epochs, int steps) {
   return o;
 }
 
-std::vector<std::uint8_t> read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
-
-struct Run {
-  int code = -1;
-  std::string output;
-};
-
-Run tezip_cli(const std::string& args) {
-  const std::string command = "'" + std::string(TEZIP_BINARY) + "' " + args + " 2>&1 </dev/null";
-  Run run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) run.output.append(buf, n);
-  const int status = ::pclose(pipe);
-  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  UNSCOPED_INFO("$ tezip " << args << "\n" << run.output << "[exit " << run.code << "]");
-  return run;
-}
+using tezip::test::tezip_cli;
 
 }  // namespace
 
@@ -205,14 +183,14 @@ TEST_CASE("tezip train writes a loadable model and refuses to overwrite it", "[p
   CHECK(tezip::prednet_forecasts(loaded, seq).size() == 2);
   CHECK(fs::exists(dir / "mire.ckpt"));
 
-  const auto before = read_bytes(model);
+  const auto before = tezip::test::read_file(model);
   run = tezip_cli("train " + common + "-o '" + model.string() + "'");
   CHECK(run.code == 2);
   CHECK_THAT(run.output, Contains("already exists"));
-  CHECK(read_bytes(model) == before);
+  CHECK(tezip::test::read_file(model) == before);
   run = tezip_cli("train " + common + "--seed 2 -q -f -o '" + model.string() + "'");
   CHECK(run.code == 0);
-  CHECK(read_bytes(model) != before);
+  CHECK(tezip::test::read_file(model) != before);
 
   // Bad data is exit code 2 with one line, bad options 1 (the other cases are tested on train_prednet).
   run = tezip_cli("train " + common + "--crop 256 -o '" + (dir / "x.tzm").string() + "'");
