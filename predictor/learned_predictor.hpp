@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "predictor/model_file.hpp"
 #include "predictor/predictor.hpp"
 
 namespace tezip {
@@ -12,6 +13,12 @@ namespace tezip {
 // The decoder's predictor cannot reproduce the encoder's forecasts on this machine (DESIGN.md §6).
 struct DeterminismError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// PredNet is not available in this build or installation: the learned module (libtezip_learned.so,
+// built only with libtorch; predictor/learned_module.hpp) is missing or from another build.
+struct LearnedModuleError : ModelError {
+  using ModelError::ModelError;
 };
 
 // How `--predictor prednet` runs (issue 4, 7).
@@ -26,13 +33,14 @@ struct LearnedPredictorOptions {
   std::size_t batch = 8;   // GOPs per network call
 };
 
-// A PredNet predictor from a model file. Throws ModelError (bad model file) or
-// std::invalid_argument (bad options).
+// A PredNet predictor from a model file. Throws ModelError (bad model file; LearnedModuleError when
+// this build has no PredNet) or std::invalid_argument (bad options).
 std::unique_ptr<Predictor> make_prednet_predictor(const LearnedPredictorOptions& options);
 
 // GOPs are the unit of parallel work (the encoder's and decoder's thread pools), so a program that
 // owns its process (the tezip command) runs torch single-threaded inside each network call. A
-// library must not: a loader shares libtorch's thread setting with the user's training.
+// library must not: a loader shares libtorch's thread setting with the user's training. Takes
+// effect when the learned module is loaded; it loads nothing itself.
 void use_single_threaded_torch();
 
 // Rebuilds the predictor an archive names: finds the model whose weights have the recorded SHA-256

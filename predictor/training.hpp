@@ -105,7 +105,4 @@ struct ForecastQuality {
 ForecastQuality evaluate_forecasts(const ModelFile& model, const std::vector<TrainingSequence>& sequences,
                                    double held_out_fraction, int warmup);
 
-// torch's intra-op threads for the functions above (train_prednet sets its own).
-void set_torch_threads(int threads);
-
 }  // namespace tezip

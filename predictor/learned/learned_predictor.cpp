@@ -8,12 +8,11 @@
 #include <sstream>
 
 #include "predictor/learned/engine.hpp"
+#include "predictor/learned/module_api.hpp"
 #include "predictor/model_file.hpp"
 
 namespace tezip {
 namespace {
-
-constexpr const char* kDefaultModel = "prednet-small.tzm";
 
 // One GOP's network state. A gray model runs each channel of a colour frame as its own sequence,
 // so `state` holds `samples` sequences (channels) of `channels` planes each.
@@ -291,30 +290,7 @@ std::vector<std::filesystem::path> model_files_in(const std::filesystem::path& e
 
 }  // namespace
 
-void use_single_threaded_torch() { torch::set_num_threads(1); }
-
-std::vector<std::filesystem::path> model_search_path() {
-  std::vector<std::filesystem::path> path;
-  if (const char* env = std::getenv("TEZIP_MODEL_PATH")) {
-    std::stringstream in(env);
-    for (std::string item; std::getline(in, item, ':');)
-      if (!item.empty()) path.emplace_back(item);
-  }
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) path.push_back(exe.parent_path().parent_path() / "share" / "tezip" / "models");
-  path.emplace_back(TEZIP_MODELS_DIR);
-  return path;
-}
-
-std::filesystem::path default_model_path() {
-  for (const auto& entry : model_search_path()) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(entry, ec) && std::filesystem::exists(entry / kDefaultModel, ec)) return entry / kDefaultModel;
-  }
-  throw ModelError(std::string("the default PredNet model ") + kDefaultModel +
-                   " is not in the model search path ($TEZIP_MODEL_PATH, then " + TEZIP_MODELS_DIR + "); use --model FILE");
-}
+namespace learned {
 
 std::unique_ptr<Predictor> make_prednet_predictor(const LearnedPredictorOptions& options) {
   const auto path = options.model.empty() ? default_model_path() : options.model;
@@ -379,4 +355,5 @@ std::unique_ptr<Predictor> prednet_predictor_for(const PredictorIdentity& identi
   return predictor;
 }
 
+}  // namespace learned
 }  // namespace tezip

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "predictor/learned/prednet.hpp"
+#include "predictor/learned/module_api.hpp"
 #include "predictor/training.hpp"
 
 namespace tezip {
@@ -349,26 +350,8 @@ void initialize(PredNet& net) {
 
 }  // namespace
 
-void TrainingOptions::validate() const {
-  net.validate();
-  auto need = [](bool ok, const std::string& what) {
-    if (!ok) throw std::invalid_argument(what);
-  };
-  need(nt >= 2, "--nt must be at least 2");
-  need(batch >= 1, "--batch must be at least 1");
-  need(epochs >= 1, "--epochs must be at least 1");
-  need(steps >= 1, "--steps must be at least 1");
-  need(lr > 0 && std::isfinite(lr), "--lr must be > 0");
-  need(lr_drop > 0 && lr_drop <= 1, "the learning-rate drop must be in (0, 1]");
-  need(lr_drop_at >= 0 && lr_drop_at <= 1, "the learning-rate drop point must be in [0, 1]");
-  need(val_fraction >= 0 && val_fraction < 1, "--val must be in [0, 1)");
-  need(val_clips >= 1, "validation needs at least one clip");
-  const int m = net.padding_multiple();
-  need(crop_height >= m && crop_width >= m && crop_height % m == 0 && crop_width % m == 0,
-       "--crop: both sizes must be positive multiples of " + std::to_string(m) + " (2^(layers-1))");
-  need(threads >= 1, "--threads must be at least 1");
-  need(!resume || !checkpoint.empty(), "resuming needs a checkpoint path");
-}
+
+namespace learned {
 
 TrainingResult train_prednet(const std::vector<TrainingSequence>& sequences, const TrainingOptions& o, const TrainingCallbacks& callbacks) {
   o.validate();
@@ -488,7 +471,6 @@ std::vector<std::vector<float>> prednet_forecasts(const ModelFile& model, const 
   return out;
 }
 
-void set_torch_threads(int threads) { torch::set_num_threads(std::max(1, threads)); }
 
 ForecastQuality evaluate_forecasts(const ModelFile& model, const std::vector<TrainingSequence>& sequences, double held_out_fraction, int warmup) {
   ForecastQuality q;
@@ -500,7 +482,7 @@ ForecastQuality evaluate_forecasts(const ModelFile& model, const std::vector<Tra
     const std::size_t begin = first > std::size_t(warmup) ? first - warmup : 0;
     if (first >= n) continue;
     TrainingSequence part{s.shape, {s.frames.begin() + std::ptrdiff_t(begin), s.frames.end()}, s.name};
-    const auto forecasts = prednet_forecasts(model, part);
+    const auto forecasts = learned::prednet_forecasts(model, part);
     const double scale = 1.0 / double(s.shape.max_value);
     for (std::size_t t = first; t < n; ++t) {
       const auto& f = forecasts[t - begin - 1];
@@ -525,4 +507,5 @@ ForecastQuality evaluate_forecasts(const ModelFile& model, const std::vector<Tra
   return q;
 }
 
+}  // namespace learned
 }  // namespace tezip

@@ -1,0 +1,24 @@
+// The learned module's one exported entry (predictor/learned_module.hpp): the table the core
+// forwards PredNet calls to.
+#include <torch/torch.h>
+
+#include "predictor/learned/module_api.hpp"
+#include "predictor/learned_module.hpp"
+
+namespace {
+
+void single_threaded() { torch::set_num_threads(1); }
+
+const tezip::LearnedModule kModule = {
+    TEZIP_LEARNED_MODULE_ABI,
+    &tezip::learned::make_prednet_predictor,
+    &tezip::learned::prednet_predictor_for,
+    &single_threaded,
+    &tezip::learned::train_prednet,
+    &tezip::learned::prednet_forecasts,
+    &tezip::learned::evaluate_forecasts,
+};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const tezip::LearnedModule* tezip_learned_module_v1() { return &kModule; }

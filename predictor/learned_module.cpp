@@ -1,0 +1,143 @@
+// The core's side of the learned module (predictor/learned_module.hpp): finds and loads
+// libtezip_learned.so, and forwards the public PredNet functions to it. Also the model search path,
+// which needs no torch.
+#include "predictor/learned_module.hpp"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <string>
+
+namespace tezip {
+namespace {
+
+constexpr const char* kModuleFile = "libtezip_learned.so";
+constexpr const char* kDefaultModel = "prednet-small.tzm";
+
+std::atomic<bool> single_threaded_torch = false;
+
+// The folder libtezip was loaded from: the module is installed and built beside it.
+std::filesystem::path core_library_folder() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(&core_library_folder), &info) == 0 || info.dli_fname == nullptr) return {};
+  std::error_code ec;
+  const auto path = std::filesystem::canonical(info.dli_fname, ec);
+  return ec ? std::filesystem::path{} : path.parent_path();
+}
+
+struct LoadResult {
+  const LearnedModule* module = nullptr;
+  std::string error;
+};
+
+LoadResult load() {
+  std::filesystem::path path;
+  if (const char* env = std::getenv("TEZIP_LEARNED_MODULE"); env != nullptr && *env != '\0') {
+    path = env;
+  } else {
+    path = core_library_folder() / kModuleFile;
+  }
+  LoadResult result;
+  const std::string where = path.string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    result.error = "PredNet needs tezip's learned module (" + where +
+                   "), which is not there: this tezip was built without libtorch (-DTEZIP_TORCH=OFF) or installed "
+                   "without it. Classical predictors work without it; set $TEZIP_LEARNED_MODULE to its path if it is elsewhere";
+    return result;
+  }
+  // RTLD_LOCAL: torch's symbols stay out of the global namespace, beside whatever torch the host has.
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = ::dlerror();
+    result.error = "cannot load tezip's learned module " + where + ": " + (why ? why : "unknown error");
+    return result;
+  }
+  using Entry = const LearnedModule* (*)();
+  const auto entry = reinterpret_cast<Entry>(::dlsym(handle, TEZIP_LEARNED_MODULE_ENTRY));
+  if (entry == nullptr) {
+    result.error = where + " is not tezip's learned module (no " TEZIP_LEARNED_MODULE_ENTRY ")";
+    return result;
+  }
+  const LearnedModule* module = entry();
+  if (module == nullptr || module->abi == nullptr || std::strcmp(module->abi, TEZIP_LEARNED_MODULE_ABI) != 0) {
+    result.error = where + " is from another build of tezip (" + (module && module->abi ? module->abi : "?") +
+                   "; this one is " TEZIP_LEARNED_MODULE_ABI ")";
+    return result;
+  }
+  if (single_threaded_torch) module->use_single_threaded_torch();
+  result.module = module;
+  return result;
+}
+
+const LoadResult& loaded() {
+  static const LoadResult result = load();  // once, thread-safe
+  return result;
+}
+
+}  // namespace
+
+const LearnedModule& learned_module() {
+  const auto& r = loaded();
+  if (r.module == nullptr) throw LearnedModuleError(r.error);
+  return *r.module;
+}
+
+bool learned_module_available(std::string* why) {
+  const auto& r = loaded();
+  if (why != nullptr) *why = r.error;
+  return r.module != nullptr;
+}
+
+void use_single_threaded_torch() { single_threaded_torch = true; }
+
+std::unique_ptr<Predictor> make_prednet_predictor(const LearnedPredictorOptions& options) {
+  return learned_module().make_prednet_predictor(options);
+}
+
+std::unique_ptr<Predictor> prednet_predictor_for(const PredictorIdentity& identity, const std::filesystem::path& model) {
+  return learned_module().prednet_predictor_for(identity, model);
+}
+
+TrainingResult train_prednet(const std::vector<TrainingSequence>& sequences, const TrainingOptions& options,
+                             const TrainingCallbacks& callbacks) {
+  return learned_module().train_prednet(sequences, options, callbacks);
+}
+
+std::vector<std::vector<float>> prednet_forecasts(const ModelFile& model, const TrainingSequence& sequence) {
+  return learned_module().prednet_forecasts(model, sequence);
+}
+
+ForecastQuality evaluate_forecasts(const ModelFile& model, const std::vector<TrainingSequence>& sequences,
+                                   double held_out_fraction, int warmup) {
+  return learned_module().evaluate_forecasts(model, sequences, held_out_fraction, warmup);
+}
+
+std::vector<std::filesystem::path> model_search_path() {
+  std::vector<std::filesystem::path> path;
+  if (const char* env = std::getenv("TEZIP_MODEL_PATH")) {
+    std::stringstream in(env);
+    for (std::string item; std::getline(in, item, ':');)
+      if (!item.empty()) path.emplace_back(item);
+  }
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) path.push_back(exe.parent_path().parent_path() / "share" / "tezip" / "models");
+  path.emplace_back(TEZIP_MODELS_DIR);
+  return path;
+}
+
+std::filesystem::path default_model_path() {
+  for (const auto& entry : model_search_path()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(entry, ec) && std::filesystem::exists(entry / kDefaultModel, ec)) return entry / kDefaultModel;
+  }
+  throw ModelError(std::string("the default PredNet model ") + kDefaultModel +
+                   " is not in the model search path ($TEZIP_MODEL_PATH, then " + TEZIP_MODELS_DIR + "); use --model FILE");
+}
+
+}  // namespace tezip
