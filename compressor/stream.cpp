@@ -282,7 +282,8 @@ struct Stream::Impl {
     std::size_t begin, end;
   };
   std::vector<Unit> units;
-  std::vector<bool> needed;  // decode positions still to be delivered
+  std::vector<std::size_t> unit_of;  // decode position -> its unit
+  std::vector<bool> needed;          // decode positions still to be delivered
 
   std::mutex mutex;
   std::condition_variable work, done;
@@ -334,11 +335,31 @@ struct Stream::Impl {
     }
   }
 
+  // Without worker threads the consumer decodes a whole unit the first time it asks for one of its
+  // samples: the shuffle delivers the samples of a GOP far apart, and a reader cache smaller than
+  // the shuffle window would otherwise decode that GOP again for each of them.
+  void decode_unit_locked(std::size_t j) {
+    const Unit unit = units[unit_of[j]];
+    for (std::size_t k = unit.begin; k < unit.end; ++k) {
+      if (!needed[k] || ready.count(k) || failed.count(k)) continue;
+      try {
+        ready.emplace(k, decode(k));
+      } catch (...) {
+        failed.emplace(k, std::current_exception());
+      }
+    }
+  }
+
   void start() {
-    const std::size_t cap = std::max<std::size_t>(1, std::min<std::size_t>(16, options.prefetch + 1));
+    // Workers take units of a few positions so that several decode at once; the consumer alone
+    // takes every position of a block's run in one unit.
+    const std::size_t cap =
+        options.threads == 0 ? order.decode.size() : std::max<std::size_t>(1, std::min<std::size_t>(16, options.prefetch + 1));
+    unit_of.assign(order.decode.size(), 0);
     for (std::size_t j = 0; j < order.decode.size();) {
       std::size_t k = j + 1;
       while (k < order.decode.size() && k - j < cap && order.decode[k].block == order.decode[j].block) ++k;
+      for (std::size_t i = j; i < k; ++i) unit_of[i] = units.size();
       units.push_back({j, k});
       j = k;
     }
@@ -401,15 +422,22 @@ std::optional<Sample> Stream::next() {
   if (m.position >= m.order.deliver.size()) return std::nullopt;
   const std::size_t j = m.order.deliver[m.position];
   Sample sample;
-  if (m.options.threads == 0) {
-    sample = m.decode(j);  // throws here, in the consumer
-  } else {
+  {
     std::unique_lock lock(m.mutex);
-    const std::size_t before = m.window_end;
-    m.open_window(j);
-    if (m.window_end != before) m.work.notify_all();
-    m.done.wait(lock, [&] { return m.ready.count(j) || m.failed.count(j); });
-    if (auto f = m.failed.find(j); f != m.failed.end()) std::rethrow_exception(f->second);
+    if (m.options.threads == 0) {
+      if (!m.ready.count(j) && !m.failed.count(j)) m.decode_unit_locked(j);
+    } else {
+      const std::size_t before = m.window_end;
+      m.open_window(j);
+      if (m.window_end != before) m.work.notify_all();
+      m.done.wait(lock, [&] { return m.ready.count(j) || m.failed.count(j); });
+    }
+    // A damaged GOP raises here, in the consumer; asked again, it is decoded again and fails again.
+    if (auto f = m.failed.find(j); f != m.failed.end()) {
+      const auto error = f->second;
+      if (m.options.threads == 0) m.failed.erase(f);
+      std::rethrow_exception(error);
+    }
     auto r = m.ready.find(j);
     sample = std::move(r->second);
     m.ready.erase(r);

@@ -273,3 +273,22 @@ TEST_CASE("Stream raises a corrupt chunk's error in the consumer", "[stream]") {
     CHECK_THAT(what, Catch::Matchers::Contains("damaged.tzp"));
   }
 }
+
+TEST_CASE("Stream without worker threads decodes each GOP once in a shuffled pass", "[stream]") {
+  // GOPs of 8 frames and a shuffle window of 64 samples spread each GOP's samples far apart; a
+  // reader cache of one GOP must still see one miss per block.
+  static const LoaderData d = make_loader_data({40, 32}, 8);  // 9 GOPs; clips of 2 at even frames stay in one
+  ReaderOptions ro;
+  ro.cache_gops = 1;
+  auto reader = std::make_shared<const Reader>(d.archive, ro);
+  StreamOptions o;
+  o.clip_len = 2;
+  o.stride = 2;
+  o.shuffle_buffer = 64;
+  o.threads = 0;
+  Stream stream(reader, o);
+  const auto got = keys(stream);
+  CHECK(got.size() == 36);
+  CHECK(std::set<Key>(got.begin(), got.end()) == all_samples(*reader, 2, 2));
+  CHECK(reader->cache_stats().misses == reader->blocks().size());
+}
