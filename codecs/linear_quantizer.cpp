@@ -5,6 +5,7 @@
 
 #include "codecs/codec_error.hpp"
 #include "codecs/error_bound.hpp"
+#include "codecs/plane_transform.hpp"
 
 namespace tezip::codecs {
 namespace {
@@ -135,6 +136,25 @@ void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t w
       recon[i] = literals.next();
     }
   }
+}
+
+std::vector<std::int32_t> sample_intra_symbols(std::span<const std::uint16_t> plane, std::size_t width,
+                                               const PlaneBound& bound) {
+  if (width == 0 || plane.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
+  const std::size_t height = plane.size() / width;
+  const std::size_t step = cost_sample_step(height);
+  const LinearQuantizer quantizer(bound);
+  std::vector<std::int32_t> out;
+  out.reserve((height + step - 1) / step * width);
+  for (std::size_t y = 0; y < height; y += step)
+    for (std::size_t x = 0, i = y * width; x < width; ++x, ++i) {
+      const std::int32_t f = std::int32_t(intra_forecast(plane, i, x, width));
+      const std::int32_t r = std::int32_t(plane[i]) - f;
+      const std::int32_t e = std::int32_t(quantizer.half_width(std::uint32_t(f)));
+      const std::int32_t w = 2 * e + 1;
+      out.push_back(e == 0 ? r : (r >= 0 ? (r + e) / w : -((-r + e) / w)));
+    }
+  return out;
 }
 
 }  // namespace tezip::codecs

@@ -31,9 +31,10 @@ class LinearQuantizer {
                         std::vector<std::uint16_t>& literals) const;
   // Decoder side of `quantize`. Returns false if the symbol is an escape (the caller reads a literal).
   bool reconstruct(std::int32_t q, std::uint32_t f, std::uint16_t& recon) const;
+  // The half width e of the bin around forecast f (PwRel: from f itself).
+  std::uint32_t half_width(std::uint32_t f) const;
 
  private:
-  std::uint32_t half_width(std::uint32_t f) const;
 
   PlaneBound bound_;
 };
@@ -64,5 +65,13 @@ void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t widt
                           std::vector<std::uint16_t>& literals);
 void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t width, const PlaneBound& bound,
                             std::span<std::uint16_t> recon, LiteralCursor& literals);
+
+// An estimate of quantize_plane_intra's symbols at a quarter of its cost: the rows that
+// codecs::estimate_cost samples (cost_sample_step), each pixel forecast from its *original*
+// neighbours and quantized with the plane's bin width. Exact for lossless planes, where
+// reconstruction and original agree; for error-bounded ones the encoder uses it only to skip intra
+// coding that is clearly worse. Feed the result to estimate_cost_rows.
+std::vector<std::int32_t> sample_intra_symbols(std::span<const std::uint16_t> plane, std::size_t width,
+                                               const PlaneBound& bound);
 
 }  // namespace tezip::codecs

@@ -59,8 +59,6 @@ void inverse_transform(PlaneTransform transform, std::span<std::int32_t> plane, 
 
 namespace {
 
-// Every fourth row is a fair sample of a plane's statistics at a quarter of the cost.
-std::size_t sample_step(std::size_t height) { return height >= 16 ? 4 : 1; }
 
 // Bits an order-0 coder would spend: the entropy of the values' magnitude classes (bit lengths
 // of the zigzagged values) plus the bits below each value's leading one. Unlike a plain sum of bit
@@ -88,11 +86,20 @@ class CostEstimate {
 
 }  // namespace
 
+// Every fourth row is a fair sample of a plane's statistics at a quarter of the cost.
+std::size_t cost_sample_step(std::size_t height) { return height >= 16 ? 4 : 1; }
+
+std::uint64_t estimate_cost_rows(std::span<const std::int32_t> sampled) {
+  CostEstimate cost;
+  for (const std::int32_t v : sampled) cost.add(v);
+  return cost.bits();
+}
+
 std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t width) {
   check_width(plane.size(), width);
   const std::size_t height = plane.size() / width;
   CostEstimate cost;
-  for (std::size_t y = 0; y < height; y += sample_step(height))
+  for (std::size_t y = 0; y < height; y += cost_sample_step(height))
     for (std::size_t i = y * width; i < (y + 1) * width; ++i) cost.add(plane[i]);
   return cost.bits();
 }
@@ -100,7 +107,7 @@ std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t wid
 TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width) {
   check_width(plane.size(), width);
   const std::size_t height = plane.size() / width;
-  const std::size_t row_step = sample_step(height);
+  const std::size_t row_step = cost_sample_step(height);
   CostEstimate cost[3];
   for (std::size_t y = 0; y < height; y += row_step)
     for (std::size_t x = 0, i = y * width; x < width; ++x, ++i) {

@@ -157,9 +157,9 @@ void append_rank_table(std::span<const std::uint32_t> rank_to_symbol, std::vecto
   if (rank_to_symbol.empty()) return;
   const std::vector<std::uint8_t> raw = raw_table_bytes(rank_to_symbol);
   if (rank_to_symbol.size() >= kMinTableForZstd) {
-    std::vector<std::uint8_t> packed(ZSTD_compressBound(raw.size()));
-    const std::size_t n = ZSTD_compress(packed.data(), packed.size(), raw.data(), raw.size(), kTableZstdLevel);
-    if (!ZSTD_isError(n) && n + 5 < raw.size()) {
+    const std::vector<std::uint8_t> packed = compress_zstd_frame(raw, kTableZstdLevel);
+    const std::size_t n = packed.size();
+    if (n + 5 < raw.size()) {
       out.push_back(static_cast<std::uint8_t>(TableMode::Zstd));
       append_varint(n, out);
       out.insert(out.end(), packed.begin(), packed.begin() + static_cast<std::ptrdiff_t>(n));

@@ -30,7 +30,8 @@ std::size_t varint_size(std::uint64_t v) {
   return n;
 }
 
-std::vector<std::uint8_t> encode_zstd(std::span<const std::uint32_t> ranks, int level) {
+// The byte stream the zstd payload packs: ranks below kEscape as one byte, others escaped.
+std::vector<std::uint8_t> zstd_input(std::span<const std::uint32_t> ranks) {
   std::vector<std::uint8_t> bytes;
   bytes.reserve(ranks.size());
   for (std::uint32_t r : ranks) {
@@ -41,11 +42,7 @@ std::vector<std::uint8_t> encode_zstd(std::span<const std::uint32_t> ranks, int 
       append_varint(r - kEscape, bytes);
     }
   }
-  std::vector<std::uint8_t> packed(ZSTD_compressBound(bytes.size()));
-  const std::size_t n = ZSTD_compress(packed.data(), packed.size(), bytes.data(), bytes.size(), level);
-  if (ZSTD_isError(n)) throw std::runtime_error(std::string("zstd: ") + ZSTD_getErrorName(n));
-  packed.resize(n);
-  return packed;
+  return bytes;
 }
 
 void decode_zstd(std::span<const std::uint8_t> payload, std::uint64_t alphabet_size, std::span<std::uint32_t> out) {
@@ -86,10 +83,10 @@ std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols,
   if (remap.rank_to_symbol.size() < 2) {
     out = std::move(header);
   } else {
-    std::vector<std::uint8_t> zstd_payload = encode_zstd(remap.ranks, options.zstd_level);
+    std::vector<std::uint8_t> zstd_payload = compress_zstd_frame(zstd_input(remap.ranks), options.zstd_level);
     local.zstd_bytes = header.size() + zstd_payload.size();
-    std::vector<std::uint8_t>* payload = &zstd_payload;
     // Candidates in order of decoding speed; a later one must be strictly smaller to win.
+    std::vector<std::uint8_t>* payload = &zstd_payload;
     auto consider = [&](std::vector<std::uint8_t>& candidate, EntropyCoderKind kind) {
       if (candidate.size() < payload->size()) {
         payload = &candidate;

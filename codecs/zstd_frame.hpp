@@ -12,4 +12,8 @@ namespace tezip::codecs {
 std::vector<std::uint8_t> decompress_zstd_frame(std::span<const std::uint8_t> frame, std::size_t min_size,
                                                 std::size_t max_size, const char* what);
 
+// One zstd frame of `bytes` at `level`. The compression context is kept per thread and reused:
+// a fresh one per call costs its tables' allocation and zeroing (at level 9, several MB) every time.
+std::vector<std::uint8_t> compress_zstd_frame(std::span<const std::uint8_t> bytes, int level);
+
 }  // namespace tezip::codecs

@@ -69,6 +69,16 @@ class StagingDirectory {
     std::error_code ec;
     if (std::filesystem::exists(target_)) {
       if (!overwrite_) throw OutputError(target_.string() + ": appeared while writing (use -f to overwrite)");
+      // Never remove a folder that holds the staging folder, the current folder or the root.
+      const auto target = std::filesystem::weakly_canonical(target_, ec);
+      const auto cwd = std::filesystem::current_path(ec);
+      const auto holds = [&](const std::filesystem::path& p) {
+        const auto q = std::filesystem::weakly_canonical(p, ec);
+        auto [t, r] = std::mismatch(target.begin(), target.end(), q.begin(), q.end());
+        return t == target.end();
+      };
+      if (target.empty() || target == target.root_path() || holds(path_) || holds(cwd))
+        throw OutputError(target_.string() + ": refusing to replace a folder that holds the output or the current folder");
       std::filesystem::remove_all(target_, ec);
       if (ec) throw OutputError(target_.string() + ": cannot replace: " + ec.message());
     }

@@ -233,8 +233,13 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
       intra_literals.clear();
       codecs::quantize_plane(plane, forecast, bound, plane_symbols, recon, inter_literals);
       const auto inter = codecs::choose_transform(plane_symbols, shape.width);
-      codecs::quantize_plane_intra(plane, shape.width, bound, intra_symbols, intra_recon, intra_literals);
-      if (codecs::estimate_cost(intra_symbols, shape.width) < inter.cost) {
+      // Intra coding of a forecast plane rarely wins (scene cuts, appearing objects): estimated on
+      // the original pixels first (exact when lossless), quantized for real only when it may win.
+      const auto intra_estimate = codecs::estimate_cost_rows(codecs::sample_intra_symbols(plane, shape.width, bound));
+      const bool may_win = settings.bound.mode == codecs::BoundMode::Lossless ? intra_estimate < inter.cost
+                                                                             : intra_estimate < inter.cost + inter.cost / 8;
+      if (may_win) codecs::quantize_plane_intra(plane, shape.width, bound, intra_symbols, intra_recon, intra_literals);
+      if (may_win && codecs::estimate_cost(intra_symbols, shape.width) < inter.cost) {
         record.mode = kIntraPlane;
         std::copy(intra_recon.begin(), intra_recon.end(), recon.begin());
         s.symbols.insert(s.symbols.end(), intra_symbols.begin(), intra_symbols.end());
