@@ -93,12 +93,16 @@ void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std
                       const PlaneBound& bound, std::span<std::uint16_t> recon, LiteralCursor& literals) {
   check_sizes(symbols.size(), forecast.size(), recon.size());
   if (bound.tolerance == 0 && bound.pointwise_rel <= 0) {
-    const std::int32_t max_value = std::int32_t(bound.max_value);
-    bool out_of_range = false;
+    // Branch-free and vectorizable: a value below 0 wraps to a huge unsigned one.
+    const std::uint32_t max_value = bound.max_value;
+    const std::int32_t* q = symbols.data();
+    const std::uint16_t* f = forecast.data();
+    std::uint16_t* out = recon.data();
+    std::uint32_t out_of_range = 0;
     for (std::size_t i = 0; i < symbols.size(); ++i) {
-      const std::int32_t y = std::int32_t(forecast[i]) + symbols[i];
-      out_of_range |= (y < 0) | (y > max_value);
-      recon[i] = std::uint16_t(y);
+      const std::uint32_t y = std::uint32_t(f[i]) + std::uint32_t(q[i]);
+      out_of_range |= std::uint32_t(y > max_value);
+      out[i] = std::uint16_t(y);
     }
     if (out_of_range) throw CodecError("lossless residual leaves the pixel range");
     return;

@@ -53,8 +53,22 @@ void inverse_transform(PlaneTransform transform, std::span<std::int32_t> plane, 
   if (transform == PlaneTransform::None) return;
   if (transform != PlaneTransform::Left && transform != PlaneTransform::Median)
     throw CodecError("unknown plane transform");
-  for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1))
-    plane[i] = wrap_add(plane[i], predict(transform, plane.data(), i, x, width));
+  if (plane.empty()) return;
+  // Row by row, the cases of predict() hoisted out of the loops (the decoder's hot path); the
+  // same arithmetic, so the same values (tests/test_plane_transform.cpp checks it against predict()).
+  std::int32_t* p = plane.data();
+  const std::size_t height = plane.size() / width;
+  for (std::size_t x = 1; x < width; ++x) p[x] = wrap_add(p[x], p[x - 1]);
+  for (std::size_t y = 1; y < height; ++y) {
+    std::int32_t* row = p + y * width;
+    const std::int32_t* up = row - width;
+    row[0] = wrap_add(row[0], up[0]);
+    if (transform == PlaneTransform::Left) {
+      for (std::size_t x = 1; x < width; ++x) row[x] = wrap_add(row[x], row[x - 1]);
+    } else {
+      for (std::size_t x = 1; x < width; ++x) row[x] = wrap_add(row[x], med(row[x - 1], up[x], up[x - 1]));
+    }
+  }
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "codecs/codec_error.hpp"
+#include "codecs/plane_transform.hpp"  // zigzag
 #include "codecs/zstd_frame.hpp"
 #include "codecs/range_coder.hpp"
 #include "codecs/rans_coder.hpp"
@@ -113,7 +114,11 @@ std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols,
   return out;
 }
 
-void decode_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, std::span<std::uint32_t> out) {
+namespace {
+
+// Decodes into `out`, mapping ranks through the table after `map` has been applied to its entries.
+template <class Map>
+void decode_mapped(std::span<const std::uint8_t> bytes, std::size_t row_width, std::span<std::uint32_t> out, Map map) {
   if (bytes.empty()) throw CodecError("symbol stream: empty");
   const std::uint8_t kind = bytes[0];
   if (kind != static_cast<std::uint8_t>(EntropyCoderKind::Zstd) &&
@@ -124,7 +129,8 @@ void decode_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, 
   std::size_t pos = 1;
   const std::uint64_t count = read_varint(bytes, pos);
   if (count != out.size()) throw CodecError("symbol stream: symbol count differs from the expected count");
-  const std::vector<std::uint32_t> table = read_rank_table(bytes, pos, out.size());
+  std::vector<std::uint32_t> table = read_rank_table(bytes, pos, out.size());
+  for (auto& v : table) v = map(v);
   if (table.empty() != out.empty()) throw CodecError("symbol stream: rank table does not match the count");
   const auto payload = bytes.subspan(pos);
   if (table.size() < 2) {
@@ -143,6 +149,18 @@ void decode_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, 
   // All decoders have checked every rank against the table size.
   const std::uint32_t* t = table.data();
   for (std::uint32_t& v : out) v = t[v];
+}
+
+}  // namespace
+
+void decode_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, std::span<std::uint32_t> out) {
+  decode_mapped(bytes, row_width, out, [](std::uint32_t v) { return v; });
+}
+
+void decode_signed_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, std::span<std::int32_t> out) {
+  // Same width and representation: the decoder writes the two's-complement bits of each value.
+  const std::span<std::uint32_t> raw(reinterpret_cast<std::uint32_t*>(out.data()), out.size());
+  decode_mapped(bytes, row_width, raw, [](std::uint32_t v) { return static_cast<std::uint32_t>(unzigzag(v)); });
 }
 
 }  // namespace tezip::codecs

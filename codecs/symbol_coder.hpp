@@ -31,5 +31,8 @@ std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols,
 // same row_width). Throws CodecError on any inconsistency: truncated, trailing garbage, bad table,
 // count mismatch. Allocation is bounded by out.size() and the input size.
 void decode_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, std::span<std::uint32_t> out);
+// The same for streams of zigzagged signed values: `out` receives them already unzigzagged (the
+// small rank table is mapped, not every symbol).
+void decode_signed_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, std::span<std::int32_t> out);
 
 }  // namespace tezip::codecs

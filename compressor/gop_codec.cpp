@@ -321,13 +321,9 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
     // Symbols decode in place (zigzagged, then mapped back), and nothing beyond the coded streams is
     // allocated until they have decoded: a small hostile chunk cannot claim gigabytes for free.
     s.symbols.resize(symbol_count);
-    const std::span<std::uint32_t> raw_symbols(reinterpret_cast<std::uint32_t*>(s.symbols.data()), s.symbols.size());
-    codecs::decode_symbols(in.blob(), shape.width, raw_symbols);
-    for (auto& v : s.symbols) v = codecs::unzigzag(std::uint32_t(v));
+    codecs::decode_signed_symbols(in.blob(), shape.width, s.symbols);
     s.run_values.resize(run_count);
-    const std::span<std::uint32_t> raw_values(reinterpret_cast<std::uint32_t*>(s.run_values.data()), run_count);
-    codecs::decode_symbols(in.blob(), 0, raw_values);
-    for (auto& v : s.run_values) v = codecs::unzigzag(std::uint32_t(v));
+    codecs::decode_signed_symbols(in.blob(), 0, s.run_values);
     s.run_lengths.resize(run_count);
     codecs::decode_symbols(in.blob(), 0, s.run_lengths);
     for (auto& n : s.run_lengths) {

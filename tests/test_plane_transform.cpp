@@ -22,6 +22,20 @@ TEST_CASE("plane transforms invert exactly, even on extreme values", "[codecs][t
   }
 }
 
+TEST_CASE("plane transforms invert on one row and on one column", "[codecs][transform]") {
+  std::mt19937 rng(12);
+  for (const auto [width, height] : {std::pair<std::size_t, std::size_t>{1, 9}, {9, 1}, {1, 1}}) {
+    std::vector<std::int32_t> plane(width * height);
+    for (auto& v : plane) v = std::int32_t(rng());
+    for (auto t : {PlaneTransform::Left, PlaneTransform::Median}) {
+      std::vector<std::int32_t> out(plane.size());
+      forward_transform(t, plane, width, out);
+      inverse_transform(t, out, width);
+      REQUIRE(out == plane);
+    }
+  }
+}
+
 TEST_CASE("choose_transform picks spatial prediction for smooth planes", "[codecs][transform]") {
   const std::size_t width = 64;
   std::vector<std::int32_t> ramp(width * 64), noise(width * 64);
