@@ -317,15 +317,21 @@ void for_each_in_reverse_decoding_order(const Layout& layout, Fn&& fn) {
 
 // Per-lane context state of the decoder.
 struct Lane2D {
-  const std::uint8_t* up;  // the upper row's tokens; up[-1] and up[width] are zero padding
-  std::uint8_t* tokens;    // this row's tokens, the next row's `up`
+  const std::uint16_t* above;  // per column, up-left + 2 up + up-right tokens of the row above
+  std::uint8_t* tokens;        // this row's tokens, from which the next row's `above` is made
   std::uint32_t* out;
   std::uint32_t left = 0;
-  std::uint32_t up_left = 0, up_mid = 0;  // up[x - 1], up[x]: a sliding window over `up`
 
-  Lane2D(const std::uint8_t* up_row, std::uint8_t* token_row, std::uint32_t* out_row)
-      : up(up_row), tokens(token_row), out(out_row), up_mid(up_row[0]) {}
+  Lane2D(const std::uint16_t* above_row, std::uint8_t* token_row, std::uint32_t* out_row)
+      : above(above_row), tokens(token_row), out(out_row) {}
 };
+
+// The upper-row part of the activity for each column of the next row: computed once per row, in a
+// loop the compiler vectorizes, instead of per symbol in the decoding loop.
+void above_activity(const std::uint8_t* tokens, std::size_t width, std::uint16_t* above) {
+  for (std::size_t x = 0; x < width; ++x)
+    above[x] = static_cast<std::uint16_t>(tokens[std::ptrdiff_t(x) - 1] + 2 * tokens[x] + tokens[x + 1]);
+}
 
 struct Lane1D {
   std::uint32_t* out;
@@ -335,10 +341,7 @@ struct Lane1D {
 template <bool kChecked>
 [[gnu::always_inline]] inline void step(const DecodeTables& t, Lane2D& lane, std::size_t x, std::uint32_t& state, RansReader& r,
                  BitReader& bits) {
-  const std::uint32_t up_right = lane.up[x + 1];
-  const std::uint32_t activity = lane.up_left + 2 * lane.up_mid + up_right + 2 * lane.left;
-  lane.up_left = lane.up_mid;
-  lane.up_mid = up_right;
+  const std::uint32_t activity = lane.above[x] + 2 * lane.left;
   const std::uint32_t token = decode_one<kChecked>(t, t.context_of[activity], state, r);
   lane.out[x] = t.base[token] + bits.read(t.extra_bits[token]);
   lane.tokens[x] = static_cast<std::uint8_t>(token);
@@ -592,16 +595,17 @@ void decode_rans(std::span<const std::uint8_t> bytes, std::size_t row_width, std
     const std::size_t w = layout.width;
     // Per lane, the upper and the current row of tokens, padded by one zero on each side. A lane's
     // first row has an all-zero upper row.
-    std::vector<std::uint8_t> up0(w + 2, 0), cur0(w + 2, 0), up1(w + 2, 0), cur1(w + 2, 0);
+    std::vector<std::uint8_t> cur0(w + 2, 0), cur1(w + 2, 0);
+    std::vector<std::uint16_t> above0(w, 0), above1(w, 0);
     for (std::size_t row = 0; row < layout.split_row; ++row) {
-      Lane2D lane0(up0.data() + 1, cur0.data() + 1, o + layout.start0(row));
+      Lane2D lane0(above0.data(), cur0.data() + 1, o + layout.start0(row));
       // Lane 1 has no row here once its rows are used up (odd row counts): point it anywhere valid.
-      Lane2D lane1(up1.data() + 1, cur1.data() + 1, layout.len1(row) > 0 ? o + layout.start1(row) : o);
+      Lane2D lane1(above1.data(), cur1.data() + 1, layout.len1(row) > 0 ? o + layout.start1(row) : o);
       decode_span_checked_if_needed(tables, lane0, lane1, 0, layout.len0(row), layout.len1(row), r, bits);
       finish_ranks(lane0.out, layout.len0(row), max_rank, symbols, bad);
       finish_ranks(lane1.out, layout.len1(row), max_rank, symbols, bad);
-      std::swap(up0, cur0);
-      std::swap(up1, cur1);
+      above_activity(cur0.data() + 1, w, above0.data());
+      above_activity(cur1.data() + 1, w, above1.data());
     }
   }
   if (r.overrun || r.p != r.end || r.x0 != kStateLow || r.x1 != kStateLow) {
