@@ -107,6 +107,26 @@ void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std
     if (out_of_range) throw CodecError("lossless residual leaves the pixel range");
     return;
   }
+  if (bound.pointwise_rel <= 0) {  // a uniform tolerance: one bin width for the whole plane, no escapes
+    const std::int64_t w = 2 * std::int64_t(bound.tolerance) + 1, max_value = bound.max_value;
+    const std::int32_t* q = symbols.data();
+    const std::uint16_t* f = forecast.data();
+    std::uint16_t* out = recon.data();
+    const std::int32_t limit = std::int32_t(max_value) + 1;
+    if ((max_value + 1) * (w + 1) < (std::int64_t{1} << 30)) {
+      // 32-bit arithmetic, which the compiler vectorizes: a symbol beyond +-(max + 1) bins lands
+      // outside the pixel range either way, so clamping it first changes no result.
+      const std::int32_t w32 = std::int32_t(w), m32 = std::int32_t(max_value);
+      for (std::size_t i = 0; i < symbols.size(); ++i) {
+        const std::int32_t qi = std::clamp(q[i], -limit, limit);
+        out[i] = std::uint16_t(std::clamp(std::int32_t(f[i]) + qi * w32, 0, m32));
+      }
+      return;
+    }
+    for (std::size_t i = 0; i < symbols.size(); ++i)
+      out[i] = std::uint16_t(std::clamp<std::int64_t>(std::int64_t(f[i]) + std::int64_t(q[i]) * w, 0, max_value));
+    return;
+  }
   const LinearQuantizer quantizer(bound);
   for (std::size_t i = 0; i < symbols.size(); ++i)
     if (!quantizer.reconstruct(symbols[i], forecast[i], recon[i])) recon[i] = literals.next();

@@ -106,3 +106,31 @@ TEST_CASE("error bounds: real bounds floor to integer tolerances", "[codecs][bou
   CHECK(parse_bound_mode("pwrel") == BoundMode::PwRel);
   CHECK_THROWS(parse_bound_mode("fuzzy"));
 }
+
+TEST_CASE("dequantize_plane's plane-wide fast paths equal LinearQuantizer::reconstruct on any symbol", "[codecs][quantizer]") {
+  std::mt19937 rng(5);
+  for (const std::uint32_t max_value : {255u, 4095u, 65535u}) {
+    for (const std::uint32_t tolerance : {0u, 1u, 2u, 7u, 1000u, 65535u}) {
+      PlaneBound bound;
+      bound.max_value = max_value;
+      bound.tolerance = tolerance;
+      const std::size_t n = 4096;
+      std::vector<std::int32_t> symbols(n);
+      std::vector<std::uint16_t> forecast(n), fast(n), reference(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        forecast[i] = std::uint16_t(rng() % (max_value + 1));
+        // Small symbols as coded, huge ones as a hostile stream may hold.
+        symbols[i] = i % 4 == 0 ? std::int32_t(rng()) : std::int32_t(rng() % 9) - 4;
+      }
+      if (tolerance == 0)  // lossless: only residuals that stay in range are valid
+        for (std::size_t i = 0; i < n; ++i)
+          symbols[i] = std::int32_t(rng() % (max_value + 1)) - std::int32_t(forecast[i]);
+      const LinearQuantizer quantizer(bound);
+      for (std::size_t i = 0; i < n; ++i) REQUIRE(quantizer.reconstruct(symbols[i], forecast[i], reference[i]));
+      std::vector<std::uint16_t> no_literals;
+      LiteralCursor literals(no_literals);
+      dequantize_plane(symbols, forecast, bound, fast, literals);
+      REQUIRE(fast == reference);
+    }
+  }
+}
