@@ -26,7 +26,9 @@ from setuptools.command.build import build
 from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent  # the tezip source tree: CMakeLists.txt
+# The tezip source tree (CMakeLists.txt): this file's folder's parent for `pip install ./python`,
+# the folder itself when the repository root's setup.py runs this one (`pip install .`).
+ROOT = HERE if (HERE / "python" / "setup.py").exists() else HERE.parent
 
 
 def project_version():
@@ -47,7 +49,9 @@ def cache_value(build, name):
 class Build(build):
     def initialize_options(self):
         super().initialize_options()
-        self.build_base = os.environ.get("TEZIP_PIP_BUILD_BASE", "build")
+        # From the repository root, build/ is CMake's: keep setuptools' files apart.
+        default = "build" if ROOT != HERE else "build/pip"
+        self.build_base = os.environ.get("TEZIP_PIP_BUILD_BASE", default)
 
 
 class CMakeExtension(Extension):
