@@ -150,6 +150,8 @@ class ClipDataset(IterableDataset):
         self._find_placement()
         if self._placement is not None:
             return self._placement
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()  # a forked worker, with its parent's group
         return 0, 1
 
     def _workers(self):
@@ -259,7 +261,12 @@ class ClipDataset(IterableDataset):
         """The tezip.Stream of one worker's shard in the current epoch (default: this process's)."""
         if worker is None:
             workers, worker = self._workers()
-        return Stream(self.path, position=position, **self._stream_options(worker, workers, self.epoch))
+        return self._open(position, self._stream_options(worker, workers, self.epoch))
+
+    def _open(self, position, options):
+        if position:
+            return Stream(self.path, position=position, **options)
+        return Stream(self.path, **options)
 
     def _tensor(self, frames):
         maximum = 255.0 if frames.dtype == np.uint8 else 65535.0
@@ -288,7 +295,7 @@ class ClipDataset(IterableDataset):
         if s[_RESUME_PASS] == s[_PASS] and s[_RESUME_EPOCH] == epoch:
             logical = (worker + s[_RESUME_NEXT]) % workers
             position = s[_RESUME_POSITIONS + logical]
-        stream = Stream(self.path, position=position, **self._stream_options(logical, workers, epoch))
+        stream = self._open(position, self._stream_options(logical, workers, epoch))
         if main:
             self._delivered = [epoch, position]
         for sample in stream:
