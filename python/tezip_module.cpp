@@ -74,6 +74,7 @@ py::dict report_dict(const ExchangeReport& r) {
 
 PYBIND11_MODULE(_tezip, m) {
   m.doc() = "Read tezip archives: random access (Reader) and sharded, shuffled training streams (Stream).";
+  m.attr("__version__") = TEZIP_VERSION_STRING;
   py::register_exception<DataError>(m, "DataError", PyExc_ValueError);
   py::register_exception<InputError>(m, "InputError", PyExc_OSError);
 

@@ -25,6 +25,8 @@ venv, learned = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
 import tezip
 took = time.perf_counter() - t0
+import importlib.metadata
+assert importlib.metadata.version("tezip") == tezip.__version__, "package and module versions differ"
 package = os.path.dirname(tezip.__file__)
 assert package.startswith(venv), f"tezip imported from {package}, not from the virtual environment"
 maps = open("/proc/self/maps").read()
