@@ -1,15 +1,15 @@
 """Trains a small next-frame predictor from a tezip archive with PyTorch's DataLoader.
 
+    python3 examples/train_from_archive.py DATA.tzp [epochs]        # after pip install ./python
     PYTHONPATH=build/python /usr/bin/python3 examples/train_from_archive.py DATA.tzp [epochs]
 
 Under torchrun, each rank (and each DataLoader worker) reads its own GOP-aligned shard.
+loader.state_dict() is where the epoch stands; ClipDataLoader.load_state_dict resumes it exactly.
 """
 import sys
 
 import torch
-from torch.utils.data import DataLoader
-
-from tezip.torch import ClipDataset
+from tezip.torch import ClipDataLoader, ClipDataset
 
 
 def main():
@@ -18,7 +18,7 @@ def main():
     clip_len = 4
     dataset = ClipDataset(path, clip_len=clip_len, stride=clip_len, shuffle_buffer=64, threads=2,
                           dtype=torch.float32)  # clips (T, C, H, W) in [0, 1]
-    loader = DataLoader(dataset, batch_size=16, num_workers=2)
+    loader = ClipDataLoader(dataset, batch_size=16, num_workers=2, persistent_workers=True)
     probe = next(iter(dataset))
     channels = probe.shape[1]
     model = torch.nn.Sequential(

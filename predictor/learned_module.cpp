@@ -127,6 +127,9 @@ std::vector<std::filesystem::path> model_search_path() {
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) path.push_back(exe.parent_path().parent_path() / "share" / "tezip" / "models");
+  // Installed: <libdir>/../share/tezip/models beside libtezip itself, for a program or Python
+  // module whose executable lies elsewhere (CMakeLists.txt sets TEZIP_LIB_TO_MODELS).
+  if (const auto lib = core_library_folder(); !lib.empty()) path.push_back((lib / TEZIP_LIB_TO_MODELS).lexically_normal());
   path.emplace_back(TEZIP_MODELS_DIR);
   return path;
 }

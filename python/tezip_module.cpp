@@ -74,6 +74,7 @@ py::dict report_dict(const ExchangeReport& r) {
 
 PYBIND11_MODULE(_tezip, m) {
   m.doc() = "Read tezip archives: random access (Reader) and sharded, shuffled training streams (Stream).";
+  m.attr("__version__") = TEZIP_VERSION_STRING;
   py::register_exception<DataError>(m, "DataError", PyExc_ValueError);
   py::register_exception<InputError>(m, "InputError", PyExc_OSError);
 
@@ -122,20 +123,28 @@ PYBIND11_MODULE(_tezip, m) {
       .def(py::init([](const std::string& path, std::size_t clip_len, std::size_t stride, std::size_t rank,
                        std::size_t world_size, std::uint64_t seed, std::uint64_t epoch, std::size_t shuffle_buffer,
                        double exchange, unsigned threads, std::size_t prefetch, const std::string& balance,
-                       std::size_t cache_gops, const py::object& state) {
+                       std::size_t cache_gops, const py::object& state, std::optional<std::uint64_t> position) {
              StreamOptions o;
              o.clip_len = clip_len, o.stride = stride, o.rank = rank, o.world_size = world_size;
              o.seed = seed, o.epoch = epoch, o.shuffle_buffer = shuffle_buffer, o.exchange = exchange;
              o.threads = threads, o.prefetch = prefetch, o.balance = parse_balance(balance);
              o.layout = ClipLayout::Interleaved, o.cache_gops = cache_gops;
-             const auto resume = parse_state(state);
+             auto resume = parse_state(state);
+             if (position && resume) throw std::invalid_argument("give state= or position=, not both");
              py::gil_scoped_release release;
-             return std::make_unique<Stream>(path, o, resume);
+             if (!position) return std::make_unique<Stream>(path, o, resume);
+             // Start at `position` of epoch `epoch`: the state a stream of these options would have
+             // saved there (tezip.torch resumes each DataLoader worker's stream this way).
+             ReaderOptions r;
+             r.cache_gops = o.cache_gops ? o.cache_gops : 2 * std::size_t(o.threads) + 4;
+             auto reader = std::make_shared<const Reader>(path, r);
+             resume = StreamState{o.epoch, *position, StreamPlan(*reader, o).fingerprint()};
+             return std::make_unique<Stream>(std::move(reader), o, resume);
            }),
            py::arg("path"), py::arg("clip_len") = 1, py::arg("stride") = 1, py::arg("rank") = 0, py::arg("world_size") = 1,
            py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("shuffle_buffer") = 256, py::arg("exchange") = 1.0,
            py::arg("threads") = 2, py::arg("prefetch") = 8, py::arg("balance") = "repeat", py::arg("cache_gops") = 0,
-           py::arg("state") = py::none())
+           py::arg("state") = py::none(), py::arg("position") = py::none())
       .def("__iter__", [](Stream& s) -> Stream& { return s; }, py::return_value_policy::reference_internal)
       .def("__next__", [](Stream& s) {
         std::optional<Sample> sample;

@@ -6,8 +6,9 @@
         sample.frames                    # ndarray (T, H, W[, C])
 
 Colour frames keep the channel order they were stored in: BGR for image files read by OpenCV.
-`tezip.torch.ClipDataset` wraps a Stream for torch.utils.data.DataLoader.
+`tezip.torch.ClipDataset` wraps Streams for torch.utils.data.DataLoader, and `tezip.torch.ClipDataLoader`
+resumes an epoch exactly; `import tezip` alone imports no torch and maps no libtorch.
 """
-from ._tezip import DataError, InputError, Reader, Sample, Stream
+from ._tezip import DataError, InputError, Reader, Sample, Stream, __version__
 
-__all__ = ["DataError", "InputError", "Reader", "Sample", "Stream"]
+__all__ = ["DataError", "InputError", "Reader", "Sample", "Stream", "__version__"]

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# ctest install_consumer: installs the build tree into a temporary prefix, checks the installed
+# layout, makes an archive with the installed CLI, then builds tests/consumer against the prefix
+# twice (find_package(tezip), then pkg-config) and runs it on that archive.
+#   run.sh BUILD_DIR SOURCE_DIR CMAKE CXX_COMPILER LEARNED(ON|OFF)
+set -euo pipefail
+build=$1 source=$2 cmake=$3 cxx=$4 learned=$5
+work=$(mktemp -d "${TMPDIR:-/tmp}/tezip-install.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+unset TEZIP_MODEL_PATH TEZIP_LEARNED_MODULE
+mkdir -p "$work/prefix"
+prefix=$(realpath "$work/prefix")
+
+"$cmake" --install "$build" --prefix "$prefix" >"$work/install.log"
+libdir=
+for d in lib lib64 lib/*-linux-gnu; do [ -e "$prefix/$d/libtezip.so" ] && { libdir=$d; break; }; done
+[ -n "$libdir" ] || { echo "no libtezip.so under $prefix"; cat "$work/install.log"; exit 1; }
+expect=("$libdir/libtezip.so" "$libdir/libtezip.so.0" "bin/tezip" "include/tezip/compressor/reader.hpp"
+        "include/tezip/compressor/stream.hpp" "share/tezip/models/prednet-small.tzm" "share/tezip/models/prednet-small.md"
+        "$libdir/cmake/tezip/tezipConfig.cmake" "$libdir/cmake/tezip/tezipConfigVersion.cmake" "$libdir/pkgconfig/tezip.pc")
+[ "$learned" = ON ] && expect+=("$libdir/libtezip_learned.so")
+for f in "${expect[@]}"; do [ -e "$prefix/$f" ] || { echo "not installed: $f"; exit 1; }; done
+[ "$(readlink "$prefix/$libdir/libtezip.so.0")" = "$(basename "$(ls "$prefix/$libdir"/libtezip.so.0.*)")" ] || { echo "libtezip.so.0 is not a link to the versioned file"; exit 1; }
+if find "$prefix/include" -name '*.hpp' -print0 | xargs -0 grep -l '#include <torch' ; then echo "an installed header includes torch"; exit 1; fi
+
+# The installed CLI runs from the prefix alone (RPATH $ORIGIN/../lib), without the build tree.
+archive="$work/sample.tzp"
+env -u LD_LIBRARY_PATH "$prefix/bin/tezip" compress "$source/datasets/sample/castle16" -o "$archive" --gop 4 -q
+"$prefix/bin/tezip" info "$archive" >/dev/null
+
+echo "== find_package(tezip)"
+"$cmake" -S "$source/tests/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_BUILD_TYPE=Release >"$work/configure.log" || { cat "$work/configure.log"; exit 1; }
+"$cmake" --build "$work/consumer" >"$work/build.log" || { cat "$work/build.log"; exit 1; }
+"$work/consumer/tezip_consumer" "$archive" "$prefix"
+
+echo "== pkg-config tezip"
+flags=$(PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig" pkg-config --cflags --libs tezip)
+"$cxx" -std=c++20 -O1 "$source/tests/consumer/main.cpp" -o "$work/consumer_pc" $flags -Wl,-rpath,"$prefix/$libdir"
+"$work/consumer_pc" "$archive" "$prefix"
