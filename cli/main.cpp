@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "cli/interrupt_cleanup.hpp"
 #include "cli/progress_bar.hpp"
 #include "cli/train_command.hpp"
 #include "codecs/codec_error.hpp"
@@ -58,6 +59,33 @@ std::string human_bytes(double bytes) {
 void add_common(cxxopts::Options& options) {
   options.add_options()("h,help", "show this help")("q,quiet", "no progress and no summary")(
       "v,verbose", "more detail")("T,threads", "worker threads (default: all cores)", cxxopts::value<unsigned>()->default_value("0"));
+}
+
+// -T: 0 is one thread per core; more than kMaxThreads is refused rather than tried (each thread
+// costs memory, and the system refuses threads long before 100000).
+unsigned threads_of(const cxxopts::ParseResult& args) {
+  const unsigned threads = args["threads"].as<unsigned>();
+  if (threads > kMaxThreads)
+    throw UsageError("-T " + std::to_string(threads) + ": at most " + std::to_string(kMaxThreads) + " threads (0: one per core)");
+  return threads;
+}
+
+// --npy-layout, for the commands that read inputs.
+void add_source_options(cxxopts::Options& options) {
+  options.add_options()("npy-layout",
+                        "how a 4-D .npy array is read: THWC (frames of C=1 or 3 channels), NTHW (N gray sequences) or auto "
+                        "(THWC when the last dimension is 1 or 3)",
+                        cxxopts::value<std::string>()->default_value("auto"));
+}
+
+SourceOptions source_options(const cxxopts::ParseResult& args) {
+  SourceOptions source;
+  try {
+    source.npy_layout = parse_npy_layout(args["npy-layout"].as<std::string>());
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  return source;
 }
 
 cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv, const char* positional_help) {
@@ -202,7 +230,8 @@ CompressOptions coding_options(const cxxopts::ParseResult& args) {
     if (!(compress.gop.mse_threshold >= 0)) throw UsageError("--mse-threshold must be >= 0");
     if (!args["gop"].count()) compress.gop.size = 64;
   }
-  compress.threads = args["threads"].as<unsigned>();
+  compress.threads = threads_of(args);
+  compress.source = source_options(args);
   return compress;
 }
 
@@ -212,6 +241,7 @@ int run_compress(int argc, char** argv) {
   options.add_options()("input", "folder of frames, dataset folder, video or .npy", cxxopts::value<std::string>())(
       "o,output", "archive to write", cxxopts::value<std::string>())("f,force", "overwrite the output");
   add_coding_options(options);
+  add_source_options(options);
   options.parse_positional({"input"});
   const auto args = parse(options, argc, argv, "INPUT -o OUT.tzp");
   if (!args.count("input") || !args.count("output")) throw UsageError("compress needs INPUT and -o OUT.tzp");
@@ -273,6 +303,7 @@ int run_batch(int argc, char** argv) {
       "task-id", "this array task, 0-based (default: $SLURM_ARRAY_TASK_ID)", cxxopts::value<unsigned>())(
       "num-tasks", "array tasks in the job (default: $SLURM_ARRAY_TASK_COUNT)", cxxopts::value<unsigned>());
   add_coding_options(options);
+  add_source_options(options);
   options.parse_positional({"input"});
   const auto args = parse(options, argc, argv, "INPUT -o OUTDIR");
   if (!args.count("input") || !args.count("output")) throw UsageError("batch needs INPUT and -o OUTDIR");
@@ -367,7 +398,7 @@ int run_decompress(int argc, char** argv) {
   if (format == "original") decompress.format = OutputFormat::Original;
   else if (format == "png") decompress.format = OutputFormat::Png;
   else throw UsageError("--format must be original or png");
-  decompress.threads = args["threads"].as<unsigned>();
+  decompress.threads = threads_of(args);
   if (args.count("model")) decompress.model = args["model"].as<std::string>();
   decompress.overwrite = args.count("force") > 0;
   const bool quiet = args.count("quiet") > 0;
@@ -480,6 +511,7 @@ int run_verify(int argc, char** argv) {
   options.add_options()("input", "archive", cxxopts::value<std::string>())(
       "against", "the original input, to measure errors", cxxopts::value<std::string>())(
       "model", "the PredNet model the archive was written with (default: found by its SHA-256)", cxxopts::value<std::string>());
+  add_source_options(options);
   options.parse_positional({"input"});
   const auto args = parse(options, argc, argv, "IN.tzp [--against INPUT]");
   if (!args.count("input")) throw UsageError("verify needs IN.tzp");
@@ -487,9 +519,10 @@ int run_verify(int argc, char** argv) {
   if (args.count("against")) against = args["against"].as<std::string>();
   const bool quiet = args.count("quiet") > 0;
   ProgressBar bar("verify", !quiet);
-  const auto report = tezip::verify(args["input"].as<std::string>(), against, args["threads"].as<unsigned>(),
+  const auto report = tezip::verify(args["input"].as<std::string>(), against, threads_of(args),
                                     [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); },
-                                    args.count("model") ? std::filesystem::path(args["model"].as<std::string>()) : std::filesystem::path());
+                                    args.count("model") ? std::filesystem::path(args["model"].as<std::string>()) : std::filesystem::path(),
+                                    source_options(args));
   for (const auto& f : report.failures) std::fprintf(stderr, "tezip: %s\n", f.c_str());
   if (!quiet || !report.ok()) {
     std::printf("%s: %llu chunks, %llu frames, checksums %s", args["input"].as<std::string>().c_str(),
@@ -528,6 +561,8 @@ int dispatch(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace tezip;
+  // First, before any thread starts: the threads inherit the blocked signals.
+  const cli::InterruptCleanup cleanup;
   try {
     return cli::dispatch(argc, argv);
   } catch (const cli::UsageError& e) {

@@ -53,11 +53,16 @@ cv::Mat to_interleaved(const Frame& frame, const Geometry& g) {
 
 }  // namespace
 
+std::string output_file_name(const std::string& frame_name, const std::string& format, const Geometry& geometry,
+                             OutputFormat output) {
+  fs::path name(frame_name);
+  if (output != OutputFormat::Original || !keeps_pixels(format, geometry)) name.replace_extension(".png");
+  return name.string();
+}
+
 fs::path write_frame(const fs::path& dir, const Frame& frame, const Geometry& geometry, OutputFormat format) {
   if (!safe_file_name(frame.name)) throw OutputError("unsafe frame name '" + frame.name + "' (not a plain file name)");
-  fs::path name(frame.name);
-  const bool original = format == OutputFormat::Original && keeps_pixels(frame.format, geometry);
-  if (!original) name.replace_extension(".png");
+  const fs::path name = output_file_name(frame.name, frame.format, geometry, format);
   const fs::path target = dir / name;
   const std::string file = target.string();
 
@@ -76,10 +81,6 @@ fs::path write_frame(const fs::path& dir, const Frame& frame, const Geometry& ge
     }
   }
 
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw OutputError(dir.string() + ": cannot create the folder: " + ec.message());
-
   // Encoded in memory, then written with checked writes: imwrite does not report a full disk.
   std::vector<std::uint8_t> encoded;
   try {
@@ -91,7 +92,7 @@ fs::path write_frame(const fs::path& dir, const Frame& frame, const Geometry& ge
   } catch (const cv::Exception& e) {
     throw OutputError(file + ": cannot write: " + e.what());
   }
-  write_file_atomically(target, encoded);
+  write_file_atomically(target, encoded, /*create_folder=*/true);
   return target;
 }
 
