@@ -19,6 +19,7 @@
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"
 #include "compressor/errors.hpp"
+#include "compressor/file_format.hpp"
 #include "compressor/mpi_context.hpp"
 #include "predictor/learned_predictor.hpp"
 
@@ -425,6 +426,25 @@ void print_settings(const ArchiveSettings& s) {
               : s.coding.rans_coder ? ", rANS coder" : s.coding.adaptive_coder ? ", adaptive coder" : "");
 }
 
+// What `decompress` gives back as files, by recorded format (compressor/file_format.hpp): said
+// exactly, since pixels that are equal do not make files that are.
+void print_restoration(const ArchiveIndex& index) {
+  std::map<std::string, std::uint64_t> formats;
+  for (const auto& s : index.sequences)
+    for (const auto& f : s.frames) ++formats[f.format];
+  std::string line;
+  for (const auto& [format, count] : formats) line += (line.empty() ? "" : ", ") + std::to_string(count) + " " + format;
+  std::printf("files:      %s\n", line.c_str());
+  bool all_same = true;
+  for (const auto& [format, count] : formats)
+    if (const auto note = restoration_note(parse_file_format(format)); !note.empty()) {
+      std::printf("  %s: %s\n", format.c_str(), note.c_str());
+      all_same = false;
+    }
+  std::printf("  %s as the same kind of file: pixel values, type, bit depth, channels, PNM maxval; not byte for byte "
+              "(compression settings, metadata and comments are not kept)\n", all_same ? "all restored" : "the others restored");
+}
+
 // A batch job's output: the shards as the index lists them, with the settings of the first.
 int print_dataset_info(const std::filesystem::path& input, bool verbose) {
   const auto index = read_dataset_index(input);
@@ -484,6 +504,7 @@ int run_info(int argc, char** argv) {
     std::printf("  sequence '%s': %zu frames, %ux%u, %u channel%s, %s\n", q.name.c_str(), q.frames.size(), q.geometry.width,
                 q.geometry.height, q.geometry.channels, q.geometry.channels == 1 ? "" : "s", to_string(q.geometry.type).c_str());
   }
+  print_restoration(index);
   std::map<codecs::EntropyCoderKind, std::size_t> coders;
   for (const auto& c : index.chunks) ++coders[c.stats.coder];
   std::printf("chunks:     %zu zstd, %zu rans, %zu adaptive\n", coders[codecs::EntropyCoderKind::Zstd],

@@ -9,6 +9,7 @@
 #include <opencv2/videoio.hpp>
 
 #include "compressor/errors.hpp"
+#include "compressor/file_format.hpp"
 #include "compressor/npy.hpp"
 
 namespace fs = std::filesystem;
@@ -121,6 +122,7 @@ class FolderSource final : public SequenceSource {
     f.name = path.filename().string();
     f.format = image_format(path);
     if (f.format == "pnm") f.format = g.channels == 1 ? "pgm" : "ppm";
+    f.format = to_string(detect_file_format(path, f.format, g.max_value()));
     f.pixels = to_planar(m, g);
     return f;
   }

@@ -395,3 +395,62 @@ TEST_CASE("temporary paths are registered while they live", "[safety]") {
   }
   CHECK(tezip::registered_temporary_paths() == before);
 }
+
+namespace {
+
+std::string file_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A 2x1 palette PNG (colour type 3), as an editor writes one.
+const unsigned char kPalettePng[] = {
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00,
+    0x00, 0x02, 0x00, 0x00, 0x00, 0x01, 0x08, 0x03, 0x00, 0x00, 0x00, 0xc3, 0xfc, 0x8f, 0xb8, 0x00, 0x00, 0x00,
+    0x06, 0x50, 0x4c, 0x54, 0x45, 0xff, 0x00, 0x00, 0x00, 0x32, 0xff, 0x81, 0xd1, 0xa9, 0xff, 0x00, 0x00, 0x00,
+    0x0b, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0x60, 0x60, 0x04, 0x00, 0x00, 0x04, 0x00, 0x02, 0xbf, 0x7a,
+    0x3f, 0x4a, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82};
+
+}  // namespace
+
+TEST_CASE("lossless decompress restores PNM maxval, plain PNM and 1-bit PNG; info says what it does not", "[safety][cli]") {
+  tezip::test::TempDir dir("tezip-test-safety");
+  for (int t = 0; t < 3; ++t) {
+    const std::string n = std::to_string(t);
+    write_text(dir / "m100" / ("a" + n + ".pgm"), std::string("P5\n4 1\n100\n") + char(0) + char(50) + char(100) + char(t));
+    write_text(dir / "m4095" / ("a" + n + ".pgm"), std::string("P5\n1 1\n4095\n") + char(0x0f) + char(t));
+    write_text(dir / "plain" / ("a" + n + ".ppm"), "P3\n2 1\n255\n1 2 3 4 5 " + n + "\n");
+    cv::Mat bits(3, 8, CV_8UC1);
+    for (int i = 0; i < 24; ++i) bits.data[i] = ((i + t) % 3) ? 255 : 0;
+    fs::create_directories(dir / "bits");
+    REQUIRE(cv::imwrite((dir / "bits" / ("b" + n + ".png")).string(), bits, {cv::IMWRITE_PNG_BILEVEL, 1}));
+    fs::create_directories(dir / "palette");
+    std::ofstream(dir / "palette" / ("p" + n + ".png"), std::ios::binary).write(reinterpret_cast<const char*>(kPalettePng), sizeof kPalettePng);
+  }
+  for (const std::string name : {"m100", "m4095", "plain", "bits", "palette"}) {
+    CAPTURE(name);
+    REQUIRE(tezip_cli("compress -q " + quote(dir / name) + " -o " + quote(dir / (name + ".tzp"))).code == 0);
+    REQUIRE(tezip_cli("decompress -q " + quote(dir / (name + ".tzp")) + " -o " + quote(dir / ("out_" + name))).code == 0);
+    for (const auto& e : fs::directory_iterator(dir / name)) {
+      const auto restored = dir / ("out_" + name) / e.path().filename();
+      const std::string a = file_text(e.path()), b = file_text(restored);
+      if (name == "bits" || name == "palette") {
+        REQUIRE(b.size() > 26);
+        if (name == "bits") CHECK(int(b[24]) == 1);   // bit depth
+        if (name == "bits") CHECK(int(b[25]) == 0);   // gray
+        if (name == "palette") CHECK(int(b[25]) == 2);  // RGB: the palette is not kept, as info says
+      } else {
+        CHECK(a == b);  // PNM: header (maxval, plain or raw) and samples
+      }
+    }
+  }
+  CHECK_THAT(tezip_cli("info " + quote(dir / "palette.tzp")).output, Contains("the palette is not kept"));
+  CHECK_THAT(tezip_cli("info " + quote(dir / "m100.tzp")).output, Contains("3 pgm:100"));
+  CHECK_THAT(tezip_cli("info " + quote(dir / "m100.tzp")).output, Contains("all restored as the same kind of file"));
+  // Lossy: samples the bound lets past maxval are clamped to it, so the file stays valid.
+  REQUIRE(tezip_cli("compress -q " + quote(dir / "m100") + " --mode abs --bound 20 -o " + quote(dir / "lossy.tzp")).code == 0);
+  REQUIRE(tezip_cli("decompress -q " + quote(dir / "lossy.tzp") + " -o " + quote(dir / "out_lossy")).code == 0);
+  const std::string lossy = file_text(dir / "out_lossy" / "a0.pgm");
+  CHECK(lossy.rfind("P5\n4 1\n100\n", 0) == 0);
+  for (std::size_t i = 11; i < lossy.size(); ++i) CHECK(static_cast<unsigned char>(lossy[i]) <= 100);
+}
