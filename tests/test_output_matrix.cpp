@@ -59,7 +59,9 @@ TEST_CASE("output-safety matrix: no command touches the user's other files", "[s
   // Outputs that must always be refused: the current folder, its parent, the root, and whatever
   // is, holds or lies inside the command's input ("in" for compress, batch and train, "a.tzp" for
   // decompress).
-  const std::vector<std::string> always = {".", "..", "./", "../", "../work", "/"};
+  // Never "/" or anything outside the test's own folder: a binary with these bugs (TEZIP_TEST_BINARY
+  // set to an old build) would remove it. The root is covered by test_safety's library check.
+  const std::vector<std::string> always = {".", "..", "./", "../", "../work"};
   const std::vector<std::string> about_in = {"in", "in/", "in/x", "in/sub/x"};
   const std::vector<std::string> about_archive = {"a.tzp", "a.tzp/", "a.tzp/x"};
   std::vector<Case> cases;

@@ -85,7 +85,9 @@ TEST_CASE("decompress -o . -f refuses the current folder and leaves it as it was
   write_text(work / "precious.txt", "x");
   const auto before = snapshot_tree(w.dir.path());
 
-  for (const std::string target : {".", "./", "..", "../", "sub/..", "/"}) {
+  // Never "/" here: run against a binary with this bug (TEZIP_TEST_BINARY), it would empty the root
+  // folder. The root is checked through the library's check below, which removes nothing.
+  for (const std::string target : {".", "./", "..", "../", "sub/.."}) {
     CAPTURE(target);
     const auto run = tezip_cli_in(work, "decompress ll.tzp -o " + target + " -f");
     CHECK(run.code == 2);
@@ -376,6 +378,8 @@ TEST_CASE("resolved_path normalises what the user typed", "[safety]") {
   CHECK(tezip::resolved_path(dir / "a" / ".") == real / "a");
   CHECK(tezip::resolved_path(dir / "a" / "new" / "") == real / "a" / "new");
   CHECK(tezip::resolved_path("/") == "/");
+  CHECK_THROWS_WITH(tezip::check_folder_output("/", true), Contains("root folder"));
+  CHECK_THROWS_WITH(tezip::check_folder_output("/", false), Contains("root folder"));
   CHECK_THROWS_AS(tezip::resolved_path(""), tezip::OutputError);
   // A symbolic link as the last component is kept, so -f replaces the link, not its target.
   fs::create_directory_symlink(dir / "a", dir / "link");

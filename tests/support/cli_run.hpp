@@ -21,7 +21,8 @@ struct Run {
 inline std::string quote(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
 
 // The binary under test: TEZIP_BINARY, or $TEZIP_TEST_BINARY when set (to run these tests against
-// another build, e.g. to see a new test fail on the old code).
+// another build, e.g. to see a new test fail on the old code). Such a build may destroy what its
+// -o names: tests give it only paths inside their own temporary folders, never "/" or $HOME.
 inline std::string tezip_binary() {
   const char* other = std::getenv("TEZIP_TEST_BINARY");
   return other && *other ? other : TEZIP_BINARY;
