@@ -458,3 +458,15 @@ TEST_CASE("lossless decompress restores PNM maxval, plain PNM and 1-bit PNG; inf
   CHECK(lossy.rfind("P5\n4 1\n100\n", 0) == 0);
   for (std::size_t i = 11; i < lossy.size(); ++i) CHECK(static_cast<unsigned char>(lossy[i]) <= 100);
 }
+
+TEST_CASE("batch replaces neither an index.json nor a shard that is not tezip's", "[safety]") {
+  Workspace w;
+  fs::create_directories(w.dir / "out");
+  SECTION("index.json") { write_text(w.dir / "out" / "index.json", "{\"mine\": true}\n"); }
+  SECTION("shard") { write_text(w.dir / "out" / "shard-00000.tzp", "my own notes"); }
+  const auto before = snapshot_tree(w.dir.path());
+  const auto run = tezip_cli("batch -q " + quote(w.in) + " -o " + quote(w.dir / "out"));
+  CHECK(run.code == 2);
+  CHECK_THAT(run.output, Contains("batch"));
+  CHECK(snapshot_tree(w.dir.path()) == before);
+}
