@@ -214,7 +214,7 @@ TEST_CASE("a FIFO, a device or a folder as the archive is refused at once", "[sa
   CHECK(snapshot_tree(w.dir.path()) == before);
 }
 
-TEST_CASE("-T beyond the limit is refused with a message and leaves nothing", "[safety]") {
+TEST_CASE("a thread count past the limit (-T 100000) is refused with a message and leaves nothing", "[safety]") {
   Workspace w;
   const auto before = snapshot_tree(w.dir.path());
   for (const std::string& command : {"compress " + quote(w.in) + " -o " + quote(w.dir / "b.tzp"),
@@ -340,7 +340,7 @@ TEST_CASE("a folder holding both images and sub-folders with images is refused b
   CHECK(tezip::open_sources(dir / "data").size() == 1);
 }
 
-TEST_CASE("--npy-layout says how a 4-D array is read", "[safety][source]") {
+TEST_CASE("the option --npy-layout says how a 4-D array is read", "[safety][source]") {
   tezip::test::TempDir dir("tezip-test-safety");
   const fs::path npy = dir / "a.npy";
   write_npy(npy, {2, 5, 4, 3});  // N=2 sequences of T=5 frames of 4x3, or T=2 frames of 5x4 in colour
