@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "cli/interrupt_cleanup.hpp"
 #include "cli/progress_bar.hpp"
 #include "cli/train_command.hpp"
 #include "codecs/codec_error.hpp"
@@ -18,6 +19,7 @@
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"
 #include "compressor/errors.hpp"
+#include "compressor/file_format.hpp"
 #include "compressor/mpi_context.hpp"
 #include "predictor/learned_predictor.hpp"
 
@@ -58,6 +60,33 @@ std::string human_bytes(double bytes) {
 void add_common(cxxopts::Options& options) {
   options.add_options()("h,help", "show this help")("q,quiet", "no progress and no summary")(
       "v,verbose", "more detail")("T,threads", "worker threads (default: all cores)", cxxopts::value<unsigned>()->default_value("0"));
+}
+
+// -T: 0 is one thread per core; more than kMaxThreads is refused rather than tried (each thread
+// costs memory, and the system refuses threads long before 100000).
+unsigned threads_of(const cxxopts::ParseResult& args) {
+  const unsigned threads = args["threads"].as<unsigned>();
+  if (threads > kMaxThreads)
+    throw UsageError("-T " + std::to_string(threads) + ": at most " + std::to_string(kMaxThreads) + " threads (0: one per core)");
+  return threads;
+}
+
+// --npy-layout, for the commands that read inputs.
+void add_source_options(cxxopts::Options& options) {
+  options.add_options()("npy-layout",
+                        "how a 4-D .npy array is read: THWC (frames of C=1 or 3 channels), NTHW (N gray sequences) or auto "
+                        "(THWC when the last dimension is 1 or 3)",
+                        cxxopts::value<std::string>()->default_value("auto"));
+}
+
+SourceOptions source_options(const cxxopts::ParseResult& args) {
+  SourceOptions source;
+  try {
+    source.npy_layout = parse_npy_layout(args["npy-layout"].as<std::string>());
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  return source;
 }
 
 cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv, const char* positional_help) {
@@ -202,7 +231,8 @@ CompressOptions coding_options(const cxxopts::ParseResult& args) {
     if (!(compress.gop.mse_threshold >= 0)) throw UsageError("--mse-threshold must be >= 0");
     if (!args["gop"].count()) compress.gop.size = 64;
   }
-  compress.threads = args["threads"].as<unsigned>();
+  compress.threads = threads_of(args);
+  compress.source = source_options(args);
   return compress;
 }
 
@@ -212,6 +242,7 @@ int run_compress(int argc, char** argv) {
   options.add_options()("input", "folder of frames, dataset folder, video or .npy", cxxopts::value<std::string>())(
       "o,output", "archive to write", cxxopts::value<std::string>())("f,force", "overwrite the output");
   add_coding_options(options);
+  add_source_options(options);
   options.parse_positional({"input"});
   const auto args = parse(options, argc, argv, "INPUT -o OUT.tzp");
   if (!args.count("input") || !args.count("output")) throw UsageError("compress needs INPUT and -o OUT.tzp");
@@ -273,6 +304,7 @@ int run_batch(int argc, char** argv) {
       "task-id", "this array task, 0-based (default: $SLURM_ARRAY_TASK_ID)", cxxopts::value<unsigned>())(
       "num-tasks", "array tasks in the job (default: $SLURM_ARRAY_TASK_COUNT)", cxxopts::value<unsigned>());
   add_coding_options(options);
+  add_source_options(options);
   options.parse_positional({"input"});
   const auto args = parse(options, argc, argv, "INPUT -o OUTDIR");
   if (!args.count("input") || !args.count("output")) throw UsageError("batch needs INPUT and -o OUTDIR");
@@ -367,7 +399,7 @@ int run_decompress(int argc, char** argv) {
   if (format == "original") decompress.format = OutputFormat::Original;
   else if (format == "png") decompress.format = OutputFormat::Png;
   else throw UsageError("--format must be original or png");
-  decompress.threads = args["threads"].as<unsigned>();
+  decompress.threads = threads_of(args);
   if (args.count("model")) decompress.model = args["model"].as<std::string>();
   decompress.overwrite = args.count("force") > 0;
   const bool quiet = args.count("quiet") > 0;
@@ -392,6 +424,25 @@ void print_settings(const ArchiveSettings& s) {
   else std::printf("gop:        dynamic, mse threshold %g, at most %llu frames\n", s.gop.mse_threshold, (unsigned long long)s.gop.size);
   std::printf("coding:     zstd level %d%s\n", s.coding.zstd_level, s.coding.rans_coder && s.coding.adaptive_coder ? ", rANS and adaptive coders"
               : s.coding.rans_coder ? ", rANS coder" : s.coding.adaptive_coder ? ", adaptive coder" : "");
+}
+
+// What `decompress` gives back as files, by recorded format (compressor/file_format.hpp): said
+// exactly, since pixels that are equal do not make files that are.
+void print_restoration(const ArchiveIndex& index) {
+  std::map<std::string, std::uint64_t> formats;
+  for (const auto& s : index.sequences)
+    for (const auto& f : s.frames) ++formats[f.format];
+  std::string line;
+  for (const auto& [format, count] : formats) line += (line.empty() ? "" : ", ") + std::to_string(count) + " " + format;
+  std::printf("files:      %s\n", line.c_str());
+  bool all_same = true;
+  for (const auto& [format, count] : formats)
+    if (const auto note = restoration_note(parse_file_format(format)); !note.empty()) {
+      std::printf("  %s: %s\n", format.c_str(), note.c_str());
+      all_same = false;
+    }
+  std::printf("  %s as the same kind of file: pixel values, type, bit depth, channels, PNM maxval; not byte for byte "
+              "(compression settings, metadata and comments are not kept)\n", all_same ? "all restored" : "the others restored");
 }
 
 // A batch job's output: the shards as the index lists them, with the settings of the first.
@@ -453,6 +504,7 @@ int run_info(int argc, char** argv) {
     std::printf("  sequence '%s': %zu frames, %ux%u, %u channel%s, %s\n", q.name.c_str(), q.frames.size(), q.geometry.width,
                 q.geometry.height, q.geometry.channels, q.geometry.channels == 1 ? "" : "s", to_string(q.geometry.type).c_str());
   }
+  print_restoration(index);
   std::map<codecs::EntropyCoderKind, std::size_t> coders;
   for (const auto& c : index.chunks) ++coders[c.stats.coder];
   std::printf("chunks:     %zu zstd, %zu rans, %zu adaptive\n", coders[codecs::EntropyCoderKind::Zstd],
@@ -480,6 +532,7 @@ int run_verify(int argc, char** argv) {
   options.add_options()("input", "archive", cxxopts::value<std::string>())(
       "against", "the original input, to measure errors", cxxopts::value<std::string>())(
       "model", "the PredNet model the archive was written with (default: found by its SHA-256)", cxxopts::value<std::string>());
+  add_source_options(options);
   options.parse_positional({"input"});
   const auto args = parse(options, argc, argv, "IN.tzp [--against INPUT]");
   if (!args.count("input")) throw UsageError("verify needs IN.tzp");
@@ -487,9 +540,10 @@ int run_verify(int argc, char** argv) {
   if (args.count("against")) against = args["against"].as<std::string>();
   const bool quiet = args.count("quiet") > 0;
   ProgressBar bar("verify", !quiet);
-  const auto report = tezip::verify(args["input"].as<std::string>(), against, args["threads"].as<unsigned>(),
+  const auto report = tezip::verify(args["input"].as<std::string>(), against, threads_of(args),
                                     [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); },
-                                    args.count("model") ? std::filesystem::path(args["model"].as<std::string>()) : std::filesystem::path());
+                                    args.count("model") ? std::filesystem::path(args["model"].as<std::string>()) : std::filesystem::path(),
+                                    source_options(args));
   for (const auto& f : report.failures) std::fprintf(stderr, "tezip: %s\n", f.c_str());
   if (!quiet || !report.ok()) {
     std::printf("%s: %llu chunks, %llu frames, checksums %s", args["input"].as<std::string>().c_str(),
@@ -528,6 +582,8 @@ int dispatch(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace tezip;
+  // First, before any thread starts: the threads inherit the blocked signals.
+  const cli::InterruptCleanup cleanup;
   try {
     return cli::dispatch(argc, argv);
   } catch (const cli::UsageError& e) {

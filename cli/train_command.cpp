@@ -15,7 +15,9 @@
 #include <thread>
 
 #include "compressor/atomic_file.hpp"
+#include "compressor/encoder.hpp"
 #include "compressor/errors.hpp"
+#include "compressor/output_path.hpp"
 #include "compressor/source.hpp"
 #include "predictor/training.hpp"
 
@@ -175,6 +177,7 @@ int train(int argc, char** argv) {
   std::tie(o.crop_height, o.crop_width) = parse_crop(args["crop"].as<std::string>());
   o.seed = args["seed"].as<std::uint64_t>();
   const unsigned threads = args["threads"].as<unsigned>();
+  if (threads > kMaxThreads) throw TrainUsageError("-T " + std::to_string(threads) + ": at most " + std::to_string(kMaxThreads) + " threads");
   o.threads = threads > 0 ? int(threads) : int(std::max(1u, std::thread::hardware_concurrency()));
   o.resume = args.count("resume") > 0;
   const std::filesystem::path output = args["output"].as<std::string>();
@@ -187,11 +190,14 @@ int train(int argc, char** argv) {
     throw TrainUsageError(e.what());
   }
   const bool quiet = args.count("quiet") > 0, verbose = args.count("verbose") > 0;
-  // A resumed run rewrites its own output.
-  if (std::filesystem::exists(output) && !args.count("force") && !o.resume)
-    throw OutputError(output.string() + ": already exists (use -f to overwrite)");
-
   const auto inputs = args["inputs"].as<std::vector<std::string>>();
+  // A resumed run rewrites its own output. Neither the model nor the checkpoint may be, hold or
+  // lie inside an input.
+  check_file_output(output, args.count("force") || o.resume);
+  check_file_output(o.checkpoint, true);
+  const std::vector<std::filesystem::path> input_paths(inputs.begin(), inputs.end());
+  check_output_apart(output, input_paths);
+  check_output_apart(o.checkpoint, input_paths);
   o.data_json = nlohmann::json(inputs).dump();
   const auto sequences = load_sequences(inputs, verbose);
   if (!quiet) {

@@ -9,10 +9,12 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <random>
+#include <set>
+#include <string_view>
 
 #include "compressor/byte_io.hpp"
 #include "compressor/errors.hpp"
+#include "compressor/output_path.hpp"
 
 namespace tezip {
 namespace {
@@ -23,20 +25,6 @@ constexpr std::uint64_t kHeaderSize = 16;
 constexpr std::uint64_t kFooterSize = 32;
 
 std::string errno_text() { return std::strerror(errno); }
-
-// Names become paths when decompressing: a hostile archive must not climb out of the output folder.
-bool safe_relative_path(const std::string& name, bool allow_folders) {
-  if (name.find('\0') != std::string::npos || (!name.empty() && name.front() == '/')) return false;
-  if (!allow_folders && (name.empty() || name.find('/') != std::string::npos)) return false;
-  std::size_t begin = 0;
-  while (begin <= name.size() && !name.empty()) {
-    const std::size_t end = std::min(name.find('/', begin), name.size());
-    const std::string part = name.substr(begin, end - begin);
-    if (part.empty() || part == "." || part == "..") return false;
-    begin = end + 1;
-  }
-  return true;
-}
 
 void write_settings(ByteWriter& out, const ArchiveSettings& s) {
   out.u8(std::uint8_t(s.coding.bound.mode));
@@ -89,6 +77,41 @@ ArchiveSettings read_settings(ByteReader& in) {
 }
 
 }  // namespace
+
+std::string geometry_problem(const Geometry& g, const ArchiveLimits& limits) {
+  if (g.width == 0 || g.height == 0 || g.width > limits.max_dimension || g.height > limits.max_dimension)
+    return "has an invalid size " + std::to_string(g.width) + "x" + std::to_string(g.height) + " (each side 1 to " +
+           std::to_string(limits.max_dimension) + ")";
+  if (g.channels != 1 && g.channels != 3) return "has an invalid channel count";
+  if (g.pixel_count() > limits.max_frame_pixels)
+    return "has frames too large (" + std::to_string(g.pixel_count()) + " values, at most " +
+           std::to_string(limits.max_frame_pixels) + ")";
+  return "";
+}
+
+std::uint64_t max_gop_frames(const Geometry& g, const ArchiveLimits& limits) {
+  return std::max<std::uint64_t>(1, limits.max_chunk_pixels / std::max<std::uint64_t>(1, g.pixel_count()));
+}
+
+std::string index_problem(const ArchiveIndex& index, const ArchiveLimits& limits) {
+  std::set<std::string_view> sequences;
+  for (const auto& s : index.sequences) {
+    const std::string which = "sequence '" + s.name + "'";
+    if (!safe_sequence_name(s.name)) return which + ": the name cannot be a folder name";
+    if (!sequences.insert(s.name).second) return which + " appears twice";
+    if (const auto problem = geometry_problem(s.geometry, limits); !problem.empty()) return which + " " + problem;
+    std::set<std::string_view> frames;
+    for (const auto& f : s.frames) {
+      if (!safe_frame_name(f.name)) return which + ": frame name '" + f.name + "' cannot be a file name";
+      if (f.format.size() > kMaxFormatBytes) return which + ": frame '" + f.name + "' has a format name too long";
+      if (!frames.insert(f.name).second) return which + ": frame name '" + f.name + "' appears twice";
+    }
+  }
+  for (const auto& c : index.chunks)
+    if (c.sequence < index.sequences.size() && c.frame_count > max_gop_frames(index.sequences[c.sequence].geometry, limits))
+      return "a chunk of sequence '" + index.sequences[c.sequence].name + "' holds more frames than a reader accepts";
+  return "";
+}
 
 std::uint64_t hash_bytes(std::span<const std::uint8_t> bytes) { return XXH64(bytes.data(), bytes.size(), 0); }
 std::uint64_t hash_pixels(std::span<const std::uint16_t> pixels) {
@@ -157,34 +180,36 @@ std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index) {
 ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chunk_area_end, const ArchiveLimits& limits) {
   ByteReader in(bytes, "archive index");
   ArchiveIndex index;
+  std::set<std::string> sequence_names;
   index.settings = read_settings(in);
   // Each entry takes at least a few bytes, so no count can ask for more entries than bytes remain.
   const auto sequences = in.varint(in.remaining(), "sequence count");
   index.sequences.reserve(sequences);
   for (std::uint64_t i = 0; i < sequences; ++i) {
     SequenceEntry s;
-    s.name = in.string();
-    if (!safe_relative_path(s.name, true)) in.fail("unsafe sequence name '" + s.name + "'");
+    s.name = in.string(kMaxNameBytes);
+    if (!safe_sequence_name(s.name)) in.fail("unsafe sequence name '" + s.name + "'");
+    if (!sequence_names.insert(s.name).second) in.fail("sequence '" + s.name + "' is listed twice");
     s.geometry.width = in.u32();
     s.geometry.height = in.u32();
     s.geometry.channels = in.u8();
     const std::uint8_t type = in.u8();
-    const auto& g = s.geometry;
-    if (g.width == 0 || g.height == 0 || g.width > limits.max_dimension || g.height > limits.max_dimension)
-      in.fail("sequence '" + s.name + "' has an invalid size");
-    if (g.channels != 1 && g.channels != 3) in.fail("sequence '" + s.name + "' has an invalid channel count");
     if (type != std::uint8_t(PixelType::U8) && type != std::uint8_t(PixelType::U16))
       in.fail("sequence '" + s.name + "' has an invalid pixel type");
     s.geometry.type = PixelType(type);
-    if (g.pixel_count() > limits.max_frame_pixels) in.fail("sequence '" + s.name + "' has frames too large");
+    if (const auto problem = geometry_problem(s.geometry, limits); !problem.empty()) in.fail("sequence '" + s.name + "' " + problem);
     const auto frames = in.varint(in.remaining() / 10, "frame count");
     s.frames.resize(frames);
+    std::set<std::string_view> frame_names;
     for (auto& f : s.frames) {
-      f.name = in.string();
-      if (!safe_relative_path(f.name, false)) in.fail("unsafe frame name '" + f.name + "'");
-      f.format = in.string(16);
+      f.name = in.string(kMaxNameBytes);
+      if (!safe_frame_name(f.name)) in.fail("unsafe frame name '" + f.name + "'");
+      f.format = in.string(kMaxFormatBytes);
       f.hash = in.u64();
     }
+    // After the loop: the strings no longer move.
+    for (const auto& f : s.frames)
+      if (!frame_names.insert(f.name).second) in.fail("sequence '" + s.name + "': frame name '" + f.name + "' is listed twice");
     index.sequences.push_back(std::move(s));
   }
   const auto chunks = in.varint(in.remaining() / 30, "chunk count");
@@ -233,13 +258,10 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
 
 ArchiveWriter::ArchiveWriter(std::filesystem::path path, bool overwrite)
     : path_(std::move(path)), overwrite_(overwrite) {
-  if (!overwrite_ && std::filesystem::exists(path_))
-    throw OutputError(path_.string() + ": already exists (use -f to overwrite)");
-  const auto dir = path_.has_parent_path() ? path_.parent_path() : std::filesystem::path(".");
-  std::random_device random;
-  temporary_ = dir / ("." + path_.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                      std::to_string(random() & 0xffffff));
-  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  check_file_output(path_, overwrite_);
+  target_ = resolved_path(path_);
+  temporary_ = TemporaryPath(temporary_name_beside(target_));
+  fd_ = ::open(temporary_.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) throw OutputError(path_.string() + ": cannot create: " + errno_text());
   ByteWriter header;
   header.raw(kMagic, sizeof kMagic);
@@ -251,7 +273,7 @@ ArchiveWriter::ArchiveWriter(std::filesystem::path path, bool overwrite)
 ArchiveWriter::~ArchiveWriter() {
   if (fd_ >= 0) {
     ::close(fd_);
-    ::unlink(temporary_.c_str());
+    ::unlink(temporary_.path().c_str());
   }
 }
 
@@ -273,6 +295,9 @@ void ArchiveWriter::append_chunk(std::span<const std::uint8_t> bytes, ChunkEntry
 }
 
 std::uint64_t ArchiveWriter::finish(const ArchiveIndex& index) {
+  // The reader's own checks, so that no archive is written that tezip cannot read back.
+  if (const auto problem = index_problem(index); !problem.empty())
+    throw InputError(path_.string() + ": cannot be written: " + problem);
   const auto body = serialize_index(index);
   const std::uint64_t index_offset = position_;
   write_all(body);
@@ -285,20 +310,33 @@ std::uint64_t ArchiveWriter::finish(const ArchiveIndex& index) {
   if (::fsync(fd_) != 0) throw OutputError(path_.string() + ": sync failed: " + errno_text());
   if (::close(fd_) != 0) {
     fd_ = -1;
-    ::unlink(temporary_.c_str());
+    ::unlink(temporary_.path().c_str());
     throw OutputError(path_.string() + ": close failed: " + errno_text());
   }
   fd_ = -1;
-  if (!overwrite_ && std::filesystem::exists(path_)) {
-    ::unlink(temporary_.c_str());
+  std::error_code ec;
+  if (!overwrite_ && std::filesystem::symlink_status(target_, ec).type() != std::filesystem::file_type::not_found) {
+    ::unlink(temporary_.path().c_str());
     throw OutputError(path_.string() + ": appeared while writing (use -f to overwrite)");
   }
-  if (::rename(temporary_.c_str(), path_.c_str()) != 0) {
+  if (::rename(temporary_.path().c_str(), target_.c_str()) != 0) {
     const auto why = errno_text();
-    ::unlink(temporary_.c_str());
+    ::unlink(temporary_.path().c_str());
     throw OutputError(path_.string() + ": cannot rename into place: " + why);
   }
+  temporary_.release();
   return position_;
+}
+
+bool is_tezip_archive_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(std::filesystem::status(path, ec))) return false;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  char magic[sizeof kMagic];
+  const bool ok = ::pread(fd, magic, sizeof magic, 0) == ssize_t(sizeof magic) && std::memcmp(magic, kMagic, sizeof magic) == 0;
+  ::close(fd);
+  return ok;
 }
 
 ArchiveReader::ArchiveReader(const std::filesystem::path& path, const ArchiveLimits& limits) : path_(path) {

@@ -7,6 +7,7 @@
 
 #include "compressor/frame.hpp"
 #include "compressor/gop_codec.hpp"
+#include "compressor/temporary_files.hpp"
 #include "predictor/predictor.hpp"
 
 namespace tezip {
@@ -63,12 +64,23 @@ struct ArchiveIndex {
   std::size_t chunk_of(std::size_t sequence, std::size_t frame) const;
 };
 
-// Sanity limits a reader applies before it allocates anything the file asks for.
+// Sanity limits a reader applies before it allocates anything the file asks for. The writer checks
+// the same (index_problem, and GOPs cut to max_gop_frames), so every archive written can be read.
 struct ArchiveLimits {
   std::uint64_t max_dimension = 1u << 16;
   std::uint64_t max_frame_pixels = 1u << 28;
   std::uint64_t max_chunk_pixels = std::uint64_t(1) << 28;  // 512 MiB of decoded uint16 pixels
 };
+
+inline constexpr std::size_t kMaxFormatBytes = 16;
+
+// Why frames of this geometry cannot be stored ("has an invalid size ..."), or "" when they can.
+std::string geometry_problem(const Geometry& geometry, const ArchiveLimits& limits = {});
+// The most frames of this geometry one chunk may hold.
+std::uint64_t max_gop_frames(const Geometry& geometry, const ArchiveLimits& limits = {});
+// Why ArchiveReader would refuse this index's sequences, names or chunk sizes, or "" when it would
+// not: unsafe or duplicated names, sizes past the limits.
+std::string index_problem(const ArchiveIndex& index, const ArchiveLimits& limits = {});
 
 std::uint64_t hash_bytes(std::span<const std::uint8_t> bytes);
 std::uint64_t hash_pixels(std::span<const std::uint16_t> pixels);
@@ -91,7 +103,8 @@ class ArchiveWriter {
  private:
   void write_all(std::span<const std::uint8_t> bytes);
 
-  std::filesystem::path path_, temporary_;
+  std::filesystem::path path_, target_;  // as given, and resolved (see output_path.hpp)
+  TemporaryPath temporary_;
   int fd_ = -1;
   std::uint64_t position_ = 0;
   bool overwrite_ = false;
@@ -118,6 +131,9 @@ class ArchiveReader {
   std::uint64_t file_size_ = 0;
   ArchiveIndex index_;
 };
+
+// True when `path` is a regular file that starts with the archive magic (damaged or not).
+bool is_tezip_archive_file(const std::filesystem::path& path);
 
 // Serialized index, exposed for the fuzz target and tests.
 std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index);

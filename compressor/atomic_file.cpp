@@ -3,23 +3,27 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <system_error>
 
 #include "compressor/errors.hpp"
+#include "compressor/temporary_files.hpp"
 
 namespace tezip {
 
-void write_file_atomically(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
-  static std::atomic<unsigned> counter = 0;
-  const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()) +
-                                               "-" + std::to_string(counter++));
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+void write_file_atomically(const std::filesystem::path& path, std::span<const std::uint8_t> bytes, bool create_folder) {
+  const TemporaryPath temporary(temporary_name_beside(path));
+  if (create_folder && path.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) throw OutputError(path.parent_path().string() + ": cannot create the folder: " + ec.message());
+  }
+  const int fd = ::open(temporary.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw OutputError(path.string() + ": cannot create: " + std::strerror(errno));
   auto fail = [&](const char* what, int error) {
-    ::unlink(temporary.c_str());
+    ::unlink(temporary.path().c_str());
     throw OutputError(path.string() + ": " + what + ": " + std::strerror(error));
   };
   while (!bytes.empty()) {
@@ -33,7 +37,7 @@ void write_file_atomically(const std::filesystem::path& path, std::span<const st
     bytes = bytes.subspan(std::size_t(n));
   }
   if (::close(fd) != 0) fail("close failed", errno);
-  if (::rename(temporary.c_str(), path.c_str()) != 0) fail("cannot rename into place", errno);
+  if (::rename(temporary.path().c_str(), path.c_str()) != 0) fail("cannot rename into place", errno);
 }
 
 }  // namespace tezip

@@ -10,6 +10,8 @@
 #include "compressor/archive.hpp"
 #include "compressor/decoder.hpp"
 #include "compressor/errors.hpp"
+#include "compressor/output_path.hpp"
+#include "compressor/temporary_files.hpp"
 
 namespace tezip {
 namespace {
@@ -113,7 +115,14 @@ BatchPlan plan_batch(std::vector<SequenceSize> sequences, std::uint64_t shard_si
 }
 
 BatchJob::BatchJob(const fs::path& input, fs::path output_dir, BatchOptions options)
-    : output_dir_(std::move(output_dir)), options_(std::move(options)), sources_(open_sources(input)) {
+    : output_dir_(resolved_path(output_dir)), options_(std::move(options)) {
+  // Before the input is read: the shards must neither replace nor join it.
+  const fs::path inputs[] = {input};
+  check_output_apart(output_dir, inputs);
+  sources_ = open_sources(input, options_.compress.source);
+  std::error_code exists;
+  if (fs::exists(index_path(), exists) && !looks_like_dataset_index(index_path()))
+    throw OutputError(index_path().string() + ": exists and is not a tezip dataset index; batch would replace it (choose another -o)");
   std::vector<SequenceSize> sizes;
   for (const auto& s : sources_)
     sizes.push_back({s->name(), s->frame_count(), std::uint64_t(s->geometry().raw_bytes()) * s->frame_count()});
@@ -168,6 +177,9 @@ WorkerReport BatchJob::run_worker(unsigned worker, const std::function<void(cons
     result.raw_bytes = planned.raw_bytes;
     std::error_code ec;
     if (fs::exists(target, ec)) {
+      // A damaged shard of ours is redone; a file that never was one is someone else's.
+      if (!is_tezip_archive_file(target))
+        throw OutputError(target.string() + ": exists and is not a tezip archive; batch does not replace it (choose another -o)");
       result.redone = check_shard(target, i, true);
       result.kept = result.redone.empty();
     }
@@ -179,6 +191,7 @@ WorkerReport BatchJob::run_worker(unsigned worker, const std::function<void(cons
         chosen.push_back(std::move(sources_[s]));
       }
       const fs::path unverified = output_dir_ / std::string(".").append(planned.file).append(".unverified");
+      const TemporaryPath unverified_guard(unverified);  // removed on an interrupt
       compress_sources(std::move(chosen), unverified, options_.compress);
       const std::string problem = check_shard(unverified, i, true);
       if (!problem.empty()) {

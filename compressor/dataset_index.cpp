@@ -10,11 +10,11 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <set>
 #include <sstream>
 
 #include "compressor/errors.hpp"
+#include "compressor/temporary_files.hpp"
 
 namespace tezip {
 namespace {
@@ -87,6 +87,10 @@ T field(const json& object, const char* name, const std::string& where) {
 }  // namespace
 
 bool is_dataset_index(const fs::path& path) {
+  // Only a regular file is opened: a FIFO would block the open, a device would feed it forever.
+  // What is not one is refused by name when opened as an archive.
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::status(path, ec))) return false;
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   char c = 0;
@@ -102,6 +106,18 @@ bool is_dataset_index(const fs::path& path) {
     return c == '{';
   }
   return false;
+}
+
+bool looks_like_dataset_index(const fs::path& path) {
+  if (!is_dataset_index(path)) return false;
+  std::error_code ec;
+  if (fs::file_size(path, ec) > kMaxIndexBytes || ec) return false;
+  std::ifstream in(path, std::ios::binary);
+  const json doc = json::parse(in, nullptr, false);
+  if (doc.is_discarded()) return false;
+  if (!doc.is_object()) return false;
+  const auto it = doc.find("format");
+  return it != doc.end() && it->is_string() && it->get<std::string>() == kFormatName;
 }
 
 DatasetIndex read_dataset_index(const fs::path& path) {
@@ -144,19 +160,25 @@ DatasetIndex read_dataset_index(const fs::path& path) {
     entry.raw_bytes = field<std::uint64_t>(s, "raw_bytes", where);
     entry.sequences = field<std::vector<std::string>>(s, "sequences", where);
     for (const auto& name : entry.sequences)
-      if (!names.insert(name).second) throw DataError(where + ": sequence '" + name + "' is in more than one shard");
+      if (!names.insert(name).second) throw DataError(where + ": sequence '" + name + "' is listed twice");
     index.shards.push_back(std::move(entry));
   }
   return index;
 }
 
 void write_dataset_index(const fs::path& path, const DatasetIndex& index) {
+  // The reader's rules, so that no index is written that tezip would refuse to read.
+  std::set<std::string> paths, names;
+  for (const auto& s : index.shards) {
+    check_relative(s.path, path.string());
+    if (!paths.insert(fs::path(s.path).lexically_normal().string()).second)
+      throw DataError(path.string() + ": shard '" + s.path + "' is listed twice");
+    for (const auto& name : s.sequences)
+      if (!names.insert(name).second) throw DataError(path.string() + ": sequence '" + name + "' is listed twice");
+  }
   const std::string text = to_json(index).dump(2) + "\n";
-  const auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  std::random_device random;
-  const auto temporary =
-      dir / std::string(".").append(path.filename().string()).append(".tmp-" + std::to_string(::getpid()) + "-" +
-                                                                     std::to_string(random() & 0xffffff));
+  const TemporaryPath guard(temporary_name_beside(path));
+  const fs::path& temporary = guard.path();
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw OutputError(path.string() + ": cannot create: " + std::strerror(errno));
   const char* data = text.data();

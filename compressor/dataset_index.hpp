@@ -23,6 +23,9 @@ struct DatasetIndex {
 
 // True when `path` is a dataset index rather than an archive (cheap: looks at the first bytes).
 bool is_dataset_index(const std::filesystem::path& path);
+// True when `path` is a regular file holding JSON whose "format" is tezip's (a damaged index may
+// still fail read_dataset_index); a batch job replaces only such a file.
+bool looks_like_dataset_index(const std::filesystem::path& path);
 // Throws InputError / DataError with the file name on anything malformed.
 DatasetIndex read_dataset_index(const std::filesystem::path& path);
 // Written atomically (temporary name, then rename).

@@ -8,11 +8,12 @@
 #include <deque>
 #include <limits>
 #include <map>
-#include <random>
 
 #include "codecs/codec_error.hpp"
 #include "compressor/dataset_index.hpp"
 #include "compressor/errors.hpp"
+#include "compressor/output_path.hpp"
+#include "compressor/temporary_files.hpp"
 #include "compressor/source.hpp"
 #include "compressor/thread_pool.hpp"
 #include "predictor/learned_predictor.hpp"
@@ -46,49 +47,49 @@ std::string frame_label(const SequenceEntry& s, std::size_t frame) {
   return "sequence '" + s.name + "' frame " + std::to_string(frame) + " (" + s.frames[frame].name + ")";
 }
 
-// Builds a folder under a temporary name beside `target`; rename() moves it into place.
+// Builds a folder under a temporary name beside `target` (resolved: "-o ." or "-o dir/" name the
+// folder itself, never a place inside it); commit() moves it into place. With `overwrite`, an
+// existing target is first renamed aside and removed only once the new folder is in place, so a
+// failure or an interrupt at any point leaves the old folder or the new one, never neither.
 class StagingDirectory {
  public:
-  StagingDirectory(std::filesystem::path target, bool overwrite) : target_(std::move(target)), overwrite_(overwrite) {
-    if (!overwrite_ && std::filesystem::exists(target_))
-      throw OutputError(target_.string() + ": already exists (use -f to overwrite)");
-    const auto name = target_.filename().empty() ? target_.parent_path().filename() : target_.filename();
-    const auto parent = std::filesystem::absolute(target_).lexically_normal().parent_path();
-    std::random_device random;
-    path_ = parent / ("." + name.string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(random() & 0xffffff));
+  StagingDirectory(const std::filesystem::path& target, bool overwrite)
+      : given_(target), target_(resolved_path(target)), overwrite_(overwrite) {
+    check_folder_output(target, overwrite);
+    staging_ = TemporaryPath(temporary_name_beside(target_, ".dec"));
     std::error_code ec;
-    std::filesystem::create_directories(path_, ec);
-    if (ec) throw OutputError(path_.string() + ": cannot create: " + ec.message());
+    std::filesystem::create_directory(staging_.path(), ec);
+    if (ec) throw OutputError(given_.string() + ": cannot create " + staging_.path().string() + ": " + ec.message());
   }
   ~StagingDirectory() {
     std::error_code ec;
-    if (!committed_) std::filesystem::remove_all(path_, ec);
+    if (!committed_) std::filesystem::remove_all(staging_.path(), ec);
   }
-  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& path() const { return staging_.path(); }
   void commit() {
     std::error_code ec;
-    if (std::filesystem::exists(target_)) {
-      if (!overwrite_) throw OutputError(target_.string() + ": appeared while writing (use -f to overwrite)");
-      // Never remove a folder that holds the staging folder, the current folder or the root.
-      const auto target = std::filesystem::weakly_canonical(target_, ec);
-      const auto cwd = std::filesystem::current_path(ec);
-      const auto holds = [&](const std::filesystem::path& p) {
-        const auto q = std::filesystem::weakly_canonical(p, ec);
-        auto [t, r] = std::mismatch(target.begin(), target.end(), q.begin(), q.end());
-        return t == target.end();
-      };
-      if (target.empty() || target == target.root_path() || holds(path_) || holds(cwd))
-        throw OutputError(target_.string() + ": refusing to replace a folder that holds the output or the current folder");
-      std::filesystem::remove_all(target_, ec);
-      if (ec) throw OutputError(target_.string() + ": cannot replace: " + ec.message());
+    // Not registered for removal on an interrupt: until the new folder is in place it is the user's.
+    std::filesystem::path aside;
+    if (std::filesystem::symlink_status(target_, ec).type() != std::filesystem::file_type::not_found) {
+      if (!overwrite_) throw OutputError(given_.string() + ": appeared while writing (use -f to overwrite)");
+      aside = temporary_name_beside(target_, ".old");
+      std::filesystem::rename(target_, aside, ec);
+      if (ec) throw OutputError(given_.string() + ": cannot move the old folder aside to replace it: " + ec.message());
     }
-    std::filesystem::rename(path_, target_, ec);
-    if (ec) throw OutputError(target_.string() + ": cannot rename into place: " + ec.message());
+    std::filesystem::rename(staging_.path(), target_, ec);
+    if (ec) {
+      std::error_code undo;
+      if (!aside.empty()) std::filesystem::rename(aside, target_, undo);
+      throw OutputError(given_.string() + ": cannot rename into place: " + ec.message());
+    }
     committed_ = true;
+    staging_.release();
+    if (!aside.empty()) std::filesystem::remove_all(aside, ec);
   }
 
  private:
-  std::filesystem::path target_, path_;
+  std::filesystem::path given_, target_;
+  TemporaryPath staging_;
   bool overwrite_ = false, committed_ = false;
 };
 
@@ -162,12 +163,32 @@ std::vector<std::unique_ptr<ArchiveDecoder>> open_archives(const std::filesystem
   return decoders;
 }
 
+// Two frames written under one name would leave one file holding the other's pixels: refused
+// before anything is written ("a.jpg" and "a.png" both become "a.png" as PNG).
+void check_output_names(const std::vector<std::unique_ptr<ArchiveDecoder>>& decoders, OutputFormat format) {
+  for (const auto& d : decoders)
+    for (const auto& s : d->index().sequences) {
+      std::map<std::string, const std::string*> written;
+      for (const auto& f : s.frames) {
+        const auto name = output_file_name(f.name, f.format, s.geometry, format);
+        if (const auto [it, fresh] = written.emplace(name, &f.name); !fresh)
+          throw OutputError(d->reader().path().string() + ": sequence '" + s.name + "': frames '" + *it->second + "' and '" +
+                            f.name + "' would both be written as '" + name + "'" +
+                            (format == OutputFormat::Png ? " (try --format original)" : ""));
+      }
+    }
+}
+
 }  // namespace
 
 DecompressReport decompress(const std::filesystem::path& archive, const std::filesystem::path& output_dir,
                             const DecompressOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const auto decoders = open_archives(archive, options.model);
+  std::vector<std::filesystem::path> inputs = archive_paths(archive);
+  inputs.push_back(archive);
+  check_output_apart(output_dir, inputs);
+  check_output_names(decoders, options.format);
   std::uint64_t total = 0, frames = 0;
   for (const auto& d : decoders) total += d->index().raw_bytes(), frames += d->index().frame_count();
   StagingDirectory staging(output_dir, options.overwrite);
@@ -299,7 +320,8 @@ void verify_archive(const ArchiveDecoder& decoder, std::map<std::string, Sequenc
 }  // namespace
 
 VerifyReport verify(const std::filesystem::path& archive, const std::optional<std::filesystem::path>& original,
-                    unsigned threads, const ProgressFn& progress, const std::filesystem::path& model) {
+                    unsigned threads, const ProgressFn& progress, const std::filesystem::path& model,
+                    const SourceOptions& source) {
   VerifyReport report;
   // A dataset index: each shard must be the file it lists (size, checksum, sequences); a damaged
   // shard is reported and the others are still checked.
@@ -333,7 +355,7 @@ VerifyReport verify(const std::filesystem::path& archive, const std::optional<st
   std::vector<std::unique_ptr<SequenceSource>> sources;
   std::map<std::string, SequenceSource*> by_name;
   if (original) {
-    sources = open_sources(*original);
+    sources = open_sources(*original, source);
     report.compared = true;
     std::size_t archived = 0;
     for (const auto& d : decoders) archived += d->index().sequences.size();

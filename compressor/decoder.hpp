@@ -67,7 +67,9 @@ struct VerifyReport {
   bool ok() const { return failures.empty() && pixels_out_of_bound == 0; }
 };
 
+// `source`: how `original` is read (give what compress was given).
 VerifyReport verify(const std::filesystem::path& archive, const std::optional<std::filesystem::path>& original,
-                    unsigned threads, const ProgressFn& progress = {}, const std::filesystem::path& model = {});
+                    unsigned threads, const ProgressFn& progress = {}, const std::filesystem::path& model = {},
+                    const SourceOptions& source = {});
 
 }  // namespace tezip

@@ -3,9 +3,11 @@
 #include <chrono>
 #include <deque>
 #include <future>
+#include <set>
 #include <thread>
 
 #include "compressor/errors.hpp"
+#include "compressor/output_path.hpp"
 #include "compressor/source.hpp"
 #include "compressor/thread_pool.hpp"
 #include "predictor/model_file.hpp"
@@ -31,14 +33,19 @@ std::unique_ptr<Predictor> make_predictor(const CompressOptions& options) {
 }
 
 unsigned resolve_threads(unsigned requested) {
-  if (requested > 0) return requested;
-  return std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (requested == 0) return cores;
+  // More threads than this only cost memory (each holds frames in flight), and enough of them make
+  // thread creation fail; the archive is the same for any count, so asking for more is harmless.
+  return std::min({requested, kMaxThreads, 4 * cores});
 }
 
 CompressReport compress(const std::filesystem::path& input, const std::filesystem::path& output,
                         const CompressOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  auto report = compress_sources(open_sources(input), output, options);
+  const std::filesystem::path inputs[] = {input};
+  check_output_apart(output, inputs);
+  auto report = compress_sources(open_sources(input, options.source), output, options);
   // Opening the input (a video is decoded to count its frames) is part of the work.
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
@@ -56,6 +63,15 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   index.settings.writer = "tezip 0.1";
   std::uint64_t total = 0;
   for (const auto& s : sources) total += s->geometry().raw_bytes() * s->frame_count();
+  // What the reader would refuse is refused here, before any file is created.
+  std::set<std::string> names;
+  for (const auto& s : sources) {
+    const std::string which = s->name().empty() ? "the input" : "sequence '" + s->name() + "'";
+    if (const auto problem = geometry_problem(s->geometry()); !problem.empty())
+      throw InputError(output.string() + ": cannot store " + which + ": it " + problem);
+    if (!safe_sequence_name(s->name())) throw InputError(output.string() + ": cannot store " + which + ": unusable as a folder name");
+    if (!names.insert(s->name()).second) throw InputError(output.string() + ": two sequences are named '" + s->name() + "'");
+  }
 
   ArchiveWriter writer(output, options.overwrite);
   const unsigned threads = resolve_threads(options.threads);
@@ -114,9 +130,10 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   };
 
   const bool dynamic = options.gop.kind == GopKind::Dynamic && !predictor->intra_only();
-  const std::size_t max_gop = std::max<std::uint64_t>(1, options.gop.size);
   for (std::size_t s = 0; s < sources.size(); ++s) {
     auto& source = *sources[s];
+    // A chunk must stay within the reader's limit: very large frames get shorter GOPs.
+    const std::size_t max_gop = std::min<std::uint64_t>(std::max<std::uint64_t>(1, options.gop.size), max_gop_frames(source.geometry()));
     SequenceEntry entry;
     entry.name = source.name();
     entry.geometry = source.geometry();
@@ -132,6 +149,9 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
     std::vector<std::uint16_t> forecast(shape.size());
     for (std::size_t i = 0; i < source.frame_count(); ++i) {
       Frame frame = source.read(i);
+      if (!safe_frame_name(frame.name))
+        throw InputError("frame '" + frame.name + "' of " + (source.name().empty() ? "the input" : "sequence '" + source.name() + "'") +
+                         ": the name could not be restored as a file name");
       index.sequences[s].frames[i].name = frame.name;
       index.sequences[s].frames[i].format = frame.format;
       bool cut = current.size() >= max_gop;

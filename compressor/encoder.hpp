@@ -20,6 +20,7 @@ struct CompressOptions {
   std::string predictor = "previous";  // intra, previous, linear, motion or prednet
   LearnedPredictorOptions learned;     // --predictor prednet
   GopPolicy gop;
+  SourceOptions source;  // how INPUT is read (compress(); compress_sources takes open sources)
   unsigned threads = 0;  // 0: all cores
   bool overwrite = false;
   ProgressFn progress;
@@ -42,6 +43,9 @@ CompressReport compress(const std::filesystem::path& input, const std::filesyste
 CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sources,
                                 const std::filesystem::path& output, const CompressOptions& options);
 
+// The most worker threads tezip starts; `-T` above it is refused by the CLI.
+inline constexpr unsigned kMaxThreads = 1024;
+// 0: one per core; otherwise `requested`, at most kMaxThreads and 4 per core.
 unsigned resolve_threads(unsigned requested);
 
 // The predictor `options` name. Throws std::invalid_argument (unknown name, bad options) or

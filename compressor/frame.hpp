@@ -32,4 +32,12 @@ struct Frame {
 
 std::string to_string(PixelType type);
 
+// Names become paths when decompressing, so the writer and the reader (a hostile archive must not
+// climb out of the output folder) apply these same rules. The longest name an archive holds.
+inline constexpr std::size_t kMaxNameBytes = 4096;
+// A frame name is a plain file name: not empty, ".", or "..", no '/', '\\' or NUL.
+bool safe_frame_name(const std::string& name);
+// A sequence name is "" or a relative path of such names ("day2/cam1").
+bool safe_sequence_name(const std::string& name);
+
 }  // namespace tezip

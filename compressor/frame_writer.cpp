@@ -7,6 +7,9 @@
 
 #include "compressor/atomic_file.hpp"
 #include "compressor/errors.hpp"
+#include "compressor/file_format.hpp"
+
+#include <algorithm>
 
 namespace fs = std::filesystem;
 
@@ -22,8 +25,9 @@ bool safe_file_name(const std::string& name) {
   return true;
 }
 
-// Formats whose OpenCV encoder keeps every pixel of this geometry exactly.
-bool keeps_pixels(const std::string& format, const Geometry& g) {
+// Formats whose encoder here keeps every pixel of this geometry exactly.
+bool keeps_pixels(const std::string& recorded, const Geometry& g) {
+  const std::string format = parse_file_format(recorded).container;
   if (format == "png" || format == "pgm" || format == "ppm" || format == "tiff") return true;
   if (format == "bmp") return g.type == PixelType::U8;  // BMP has no 16-bit mode
   return false;
@@ -51,13 +55,48 @@ cv::Mat to_interleaved(const Frame& frame, const Geometry& g) {
 }
 
 
+// A PNM file with the original's maxval and sample encoding (OpenCV writes only binary files with
+// the full maxval). Samples above maxval, which only a lossy bound can produce, are clamped: the
+// original was at most maxval, so clamping brings them closer to it.
+std::vector<std::uint8_t> encode_pnm(const Frame& frame, const Geometry& g, const FileFormat& f) {
+  const std::uint32_t maxval = f.maxval ? f.maxval : g.max_value();
+  const bool colour = g.channels == 3;
+  std::string text = std::string("P") + (colour ? (f.plain ? '3' : '6') : (f.plain ? '2' : '5')) + "\n" +
+                     std::to_string(g.width) + " " + std::to_string(g.height) + "\n" + std::to_string(maxval) + "\n";
+  std::vector<std::uint8_t> out(text.begin(), text.end());
+  const std::size_t plane = g.plane_size();
+  for (std::size_t i = 0; i < plane; ++i) {
+    for (std::size_t k = 0; k < g.channels; ++k) {
+      // Planes hold OpenCV's B, G, R order; PNM stores R, G, B.
+      const std::size_t c = colour ? 2 - k : 0;
+      const std::uint32_t v = std::min<std::uint32_t>(frame.pixels[c * plane + i], maxval);
+      if (f.plain) {
+        const std::string s = std::to_string(v);
+        out.insert(out.end(), s.begin(), s.end());
+        out.push_back((k + 1 == g.channels && (i + 1) % g.width == 0) ? '\n' : ' ');
+      } else if (maxval > 255) {
+        out.push_back(std::uint8_t(v >> 8));
+        out.push_back(std::uint8_t(v & 0xff));
+      } else {
+        out.push_back(std::uint8_t(v));
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string output_file_name(const std::string& frame_name, const std::string& format, const Geometry& geometry,
+                             OutputFormat output) {
+  fs::path name(frame_name);
+  if (output != OutputFormat::Original || !keeps_pixels(format, geometry)) name.replace_extension(".png");
+  return name.string();
+}
 
 fs::path write_frame(const fs::path& dir, const Frame& frame, const Geometry& geometry, OutputFormat format) {
   if (!safe_file_name(frame.name)) throw OutputError("unsafe frame name '" + frame.name + "' (not a plain file name)");
-  fs::path name(frame.name);
-  const bool original = format == OutputFormat::Original && keeps_pixels(frame.format, geometry);
-  if (!original) name.replace_extension(".png");
+  const fs::path name = output_file_name(frame.name, frame.format, geometry, format);
   const fs::path target = dir / name;
   const std::string file = target.string();
 
@@ -76,22 +115,28 @@ fs::path write_frame(const fs::path& dir, const Frame& frame, const Geometry& ge
     }
   }
 
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw OutputError(dir.string() + ": cannot create the folder: " + ec.message());
-
   // Encoded in memory, then written with checked writes: imwrite does not report a full disk.
   std::vector<std::uint8_t> encoded;
+  const FileFormat recorded = parse_file_format(frame.format);
+  const bool original = format == OutputFormat::Original && keeps_pixels(frame.format, geometry);
   try {
-    cv::Mat image = to_interleaved(frame, geometry);
-    // A colour .npy array holds R, G, B (NumPy's convention); OpenCV encoders expect B, G, R.
-    if (frame.format == "npy" && geometry.channels == 3) cv::cvtColor(image, image, cv::COLOR_RGB2BGR);
-    if (!cv::imencode(name.extension().string(), image, encoded))
-      throw OutputError(file + ": cannot write: the encoder failed");
+    if (original && (recorded.maxval || recorded.plain) && (recorded.container == "pgm" || recorded.container == "ppm")) {
+      encoded = encode_pnm(frame, geometry, recorded);
+    } else {
+      cv::Mat image = to_interleaved(frame, geometry);
+      // A colour .npy array holds R, G, B (NumPy's convention); OpenCV encoders expect B, G, R.
+      if (frame.format == "npy" && geometry.channels == 3) cv::cvtColor(image, image, cv::COLOR_RGB2BGR);
+      std::vector<int> params;
+      // A 1-bit PNG reads as 0 and 255; written 1-bit again when every pixel still is one of them.
+      const bool bilevel = std::all_of(frame.pixels.begin(), frame.pixels.end(), [](std::uint16_t v) { return v == 0 || v == 255; });
+      if (original && recorded.bits == 1 && geometry.type == PixelType::U8 && bilevel) params = {cv::IMWRITE_PNG_BILEVEL, 1};
+      if (!cv::imencode(name.extension().string(), image, encoded, params))
+        throw OutputError(file + ": cannot write: the encoder failed");
+    }
   } catch (const cv::Exception& e) {
     throw OutputError(file + ": cannot write: " + e.what());
   }
-  write_file_atomically(target, encoded);
+  write_file_atomically(target, encoded, /*create_folder=*/true);
   return target;
 }
 

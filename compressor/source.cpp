@@ -9,6 +9,7 @@
 #include <opencv2/videoio.hpp>
 
 #include "compressor/errors.hpp"
+#include "compressor/file_format.hpp"
 #include "compressor/npy.hpp"
 
 namespace fs = std::filesystem;
@@ -121,6 +122,7 @@ class FolderSource final : public SequenceSource {
     f.name = path.filename().string();
     f.format = image_format(path);
     if (f.format == "pnm") f.format = g.channels == 1 ? "pgm" : "ppm";
+    f.format = to_string(detect_file_format(path, f.format, g.max_value()));
     f.pixels = to_planar(m, g);
     return f;
   }
@@ -248,7 +250,7 @@ class VideoSource final : public SequenceSource {
   cv::VideoCapture capture_;
 };
 
-std::vector<std::unique_ptr<SequenceSource>> open_npy(const fs::path& path) {
+std::vector<std::unique_ptr<SequenceSource>> open_npy(const fs::path& path, NpyLayout layout) {
   const std::string file = path.string();
   const NpyHeader h = read_npy_header(path, 4);
   const auto& s = h.shape;
@@ -257,12 +259,19 @@ std::vector<std::unique_ptr<SequenceSource>> open_npy(const fs::path& path) {
   bool many = false;
   std::uint64_t sequences = 1, frames = 0, height = 0, width = 0, channels = 1;
   if (s.size() == 3) {
+    if (layout != NpyLayout::Auto)
+      throw InputError(file + ": a 3-D array is (T,H,W); --npy-layout " + to_string(layout) + " is for 4-D arrays");
     frames = s[0], height = s[1], width = s[2];
-  } else if (s.size() == 4 && (s[3] == 1 || s[3] == 3)) {
-    frames = s[0], height = s[1], width = s[2], channels = s[3];
   } else if (s.size() == 4) {
-    many = true;
-    sequences = s[0], frames = s[1], height = s[2], width = s[3];
+    if (layout == NpyLayout::Auto) layout = s[3] == 1 || s[3] == 3 ? NpyLayout::THWC : NpyLayout::NTHW;
+    if (layout == NpyLayout::THWC) {
+      if (s[3] != 1 && s[3] != 3)
+        throw InputError(file + ": --npy-layout THWC needs a last dimension of 1 or 3 channels, not " + std::to_string(s[3]));
+      frames = s[0], height = s[1], width = s[2], channels = s[3];
+    } else {
+      many = true;
+      sequences = s[0], frames = s[1], height = s[2], width = s[3];
+    }
   } else {
     throw InputError(file + ": a " + std::to_string(s.size()) +
                      "-D array; expected (T,H,W), (T,H,W,C) with C 1 or 3, or (N,T,H,W)");
@@ -298,10 +307,9 @@ std::vector<fs::path> image_files(const fs::path& dir) {
   return files;
 }
 
-// A sub-folder holding image files is a sequence (its own sub-folders are not looked into);
-// one without them is searched further. Depth is capped because symlinks can make loops.
-void collect_sequences(const fs::path& root, const fs::path& dir, int depth,
-                       std::vector<std::unique_ptr<SequenceSource>>& out) {
+constexpr int kMaxDepth = 16;  // symbolic links can make loops
+
+std::vector<fs::path> sub_folders(const fs::path& dir) {
   std::vector<fs::path> subdirs;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
@@ -312,11 +320,37 @@ void collect_sequences(const fs::path& root, const fs::path& dir, int depth,
   std::sort(subdirs.begin(), subdirs.end(), [](const fs::path& a, const fs::path& b) {
     return natural_less(a.filename().string(), b.filename().string());
   });
-  for (const fs::path& sub : subdirs) {
+  return subdirs;
+}
+
+// The first sub-folder of `dir`, at any depth, that holds image files; empty when none does.
+fs::path folder_with_images_below(const fs::path& dir, int depth) {
+  if (depth >= kMaxDepth) return {};
+  for (const fs::path& sub : sub_folders(dir)) {
+    if (!image_files(sub).empty()) return sub;
+    if (auto deeper = folder_with_images_below(sub, depth + 1); !deeper.empty()) return deeper;
+  }
+  return {};
+}
+
+// A folder's own images make one sequence; images in its sub-folders would be dropped without a
+// word, so a folder holding both is refused.
+void refuse_mixed(const fs::path& dir, std::size_t images, int depth) {
+  if (const auto sub = folder_with_images_below(dir, depth); !sub.empty())
+    throw InputError(dir.string() + ": holds " + std::to_string(images) + " image files of its own and more in the sub-folder " +
+                     sub.string() + "; a folder is either one sequence (images only) or a dataset (sub-folders only). "
+                     "Move the images into a sub-folder, or give each folder alone");
+}
+
+// A sub-folder holding image files is a sequence; one without them is searched further.
+void collect_sequences(const fs::path& root, const fs::path& dir, int depth,
+                       std::vector<std::unique_ptr<SequenceSource>>& out) {
+  for (const fs::path& sub : sub_folders(dir)) {
     std::vector<fs::path> files = image_files(sub);
     if (!files.empty()) {
+      refuse_mixed(sub, files.size(), depth + 1);
       out.push_back(std::make_unique<FolderSource>(sub.lexically_relative(root).generic_string(), std::move(files)));
-    } else if (depth < 16) {
+    } else if (depth < kMaxDepth) {
       collect_sequences(root, sub, depth + 1, out);
     }
   }
@@ -353,7 +387,24 @@ bool natural_less(const std::string& a, const std::string& b) {
   return a < b;
 }
 
-std::vector<std::unique_ptr<SequenceSource>> open_sources(const fs::path& input) {
+std::string to_string(NpyLayout layout) {
+  switch (layout) {
+    case NpyLayout::Auto: return "auto";
+    case NpyLayout::THWC: return "THWC";
+    case NpyLayout::NTHW: return "NTHW";
+  }
+  return "?";
+}
+
+NpyLayout parse_npy_layout(const std::string& text) {
+  std::string t = lower(text);
+  if (t == "auto") return NpyLayout::Auto;
+  if (t == "thwc") return NpyLayout::THWC;
+  if (t == "nthw") return NpyLayout::NTHW;
+  throw std::invalid_argument("--npy-layout must be auto, THWC or NTHW, not '" + text + "'");
+}
+
+std::vector<std::unique_ptr<SequenceSource>> open_sources(const fs::path& input, const SourceOptions& options) {
   const std::string file = input.string();
   std::error_code ec;
   const fs::file_status st = fs::status(input, ec);
@@ -364,6 +415,7 @@ std::vector<std::unique_ptr<SequenceSource>> open_sources(const fs::path& input)
   if (fs::is_directory(st)) {
     std::vector<fs::path> files = image_files(input);
     if (!files.empty()) {
+      refuse_mixed(input, files.size(), 0);
       out.push_back(std::make_unique<FolderSource>("", std::move(files)));
     } else {
       collect_sequences(input, input, 0, out);
@@ -372,7 +424,7 @@ std::vector<std::unique_ptr<SequenceSource>> open_sources(const fs::path& input)
     return out;
   }
   if (!fs::is_regular_file(st)) throw InputError(file + ": not a regular file or folder");
-  if (lower(input.extension().string()) == ".npy") return open_npy(input);
+  if (lower(input.extension().string()) == ".npy") return open_npy(input, options.npy_layout);
   if (!image_format(input).empty()) {
     throw InputError(file + ": a single image is not a sequence; give the folder that holds the frames");
   }

@@ -4,6 +4,9 @@
 #include <future>
 #include <mutex>
 #include <queue>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -12,17 +15,16 @@ namespace tezip {
 // A fixed set of worker threads running submitted jobs in order of submission.
 class ThreadPool {
  public:
+  // Throws std::runtime_error when the system refuses a thread; those started are stopped first.
   explicit ThreadPool(unsigned threads) {
-    for (unsigned i = 0; i < std::max(1u, threads); ++i) workers_.emplace_back([this] { run(); });
-  }
-  ~ThreadPool() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
+    try {
+      for (unsigned i = 0; i < std::max(1u, threads); ++i) workers_.emplace_back([this] { run(); });
+    } catch (const std::system_error& e) {
+      stop();
+      throw std::runtime_error("cannot start " + std::to_string(threads) + " threads (" + e.what() + "); try a smaller -T");
     }
-    wake_.notify_all();
-    for (auto& w : workers_) w.join();
   }
+  ~ThreadPool() { stop(); }
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
@@ -42,6 +44,16 @@ class ThreadPool {
   unsigned size() const { return unsigned(workers_.size()); }
 
  private:
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
+
   void run() {
     for (;;) {
       std::function<void()> job;

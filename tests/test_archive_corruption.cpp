@@ -614,3 +614,42 @@ TEST_CASE("a full disk during decompress is an OutputError and leaves nothing be
   CHECK_THAT(result, Contains("restored"));
   CHECK(listing(out_dir).empty());
 }
+
+TEST_CASE("a forged index naming one frame or sequence twice is refused on read and on write", "[archive]") {
+  const SampleArchive sample;
+  const fs::path forged = sample.dir / "forged.tzp";
+  const fs::path out = sample.dir / "out";
+  auto index = sample.index();
+  SECTION("a frame name twice in a sequence") {
+    index.sequences[0].frames[3].name = index.sequences[0].frames[4].name;
+  }
+  SECTION("a sequence name twice") {
+    index.sequences[1].name = index.sequences[0].name;
+  }
+  write_file(forged, sample.with_index(index));
+  CHECK_THAT(message_of<DataError>([&] { ArchiveReader reader(forged); }), Contains("listed twice"));
+  CHECK_THROWS_AS(decompress(forged, out, {}), DataError);
+  CHECK_THROWS_AS(verify(forged, std::nullopt, 1), DataError);
+  CHECK_FALSE(fs::exists(out));
+  // The writer applies the reader's rule: no such archive is ever written.
+  {
+    ArchiveWriter writer(sample.dir / "w.tzp", false);
+    CHECK_THAT(message_of<InputError>([&] { writer.finish(index); }), Contains("appears twice"));
+  }
+  CHECK_FALSE(fs::exists(sample.dir / "w.tzp"));
+  CHECK(listing(sample.dir.path()) == std::vector<std::string>{"data", "forged.tzp", "sample.tzp"});
+}
+
+TEST_CASE("frames that would be written under one name are refused before decompressing", "[archive]") {
+  const SampleArchive sample;
+  auto index = sample.index();
+  // "x.jpg" comes back as PNG, so as "x.png": the same file as the next frame's.
+  index.sequences[0].frames[3].name = "x.jpg";
+  index.sequences[0].frames[3].format = "jpeg";
+  index.sequences[0].frames[4].name = "x.png";
+  const fs::path forged = sample.dir / "forged.tzp";
+  write_file(forged, sample.with_index(index));
+  CHECK_THAT(message_of<OutputError>([&] { decompress(forged, sample.dir / "out", {}); }),
+             Contains("'x.jpg' and 'x.png' would both be written as 'x.png'"));
+  CHECK_FALSE(fs::exists(sample.dir / "out"));
+}

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -19,9 +20,17 @@ struct Run {
 
 inline std::string quote(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
 
-// `env` is prepended to the command line (e.g. "ATEN_CPU_CAPABILITY=default").
+// The binary under test: TEZIP_BINARY, or $TEZIP_TEST_BINARY when set (to run these tests against
+// another build, e.g. to see a new test fail on the old code). Such a build may destroy what its
+// -o names: tests give it only paths inside their own temporary folders, never "/" or $HOME.
+inline std::string tezip_binary() {
+  const char* other = std::getenv("TEZIP_TEST_BINARY");
+  return other && *other ? other : TEZIP_BINARY;
+}
+
+// `env` is prepended to the command line (e.g. "ATEN_CPU_CAPABILITY=default", or "cd DIR &&").
 inline Run tezip_cli(const std::string& args, const std::string& env = "") {
-  const std::string command = (env.empty() ? "" : env + " ") + quote(TEZIP_BINARY) + " " + args + " 2>&1 </dev/null";
+  const std::string command = (env.empty() ? "" : env + " ") + quote(tezip_binary()) + " " + args + " 2>&1 </dev/null";
   Run run;
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -32,6 +41,9 @@ inline Run tezip_cli(const std::string& args, const std::string& env = "") {
   UNSCOPED_INFO("$ " << env << (env.empty() ? "" : " ") << "tezip " << args << "\n" << run.output << "[exit " << run.code << "]");
   return run;
 }
+
+// tezip run in the folder `dir`, as a user who has cd'ed there.
+inline Run tezip_cli_in(const std::filesystem::path& dir, const std::string& args) { return tezip_cli(args, "cd " + quote(dir) + " &&"); }
 
 inline std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
