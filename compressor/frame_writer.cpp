@@ -1,13 +1,11 @@
 #include "compressor/frame_writer.hpp"
 
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 #include <system_error>
 
 #include "compressor/atomic_file.hpp"
 #include "compressor/errors.hpp"
 #include "compressor/file_format.hpp"
+#include "compressor/image_codec.hpp"
 
 #include <algorithm>
 
@@ -33,23 +31,24 @@ bool keeps_pixels(const std::string& recorded, const Geometry& g) {
   return false;
 }
 
-cv::Mat to_interleaved(const Frame& frame, const Geometry& g) {
-  const int depth = g.type == PixelType::U8 ? CV_8U : CV_16U;
-  cv::Mat m(int(g.height), int(g.width), CV_MAKETYPE(depth, int(g.channels)));
+// Planar to interleaved samples; `swap_red_blue` turns R, G, B into the codec's B, G, R.
+RasterImage to_interleaved(const Frame& frame, const Geometry& g, bool swap_red_blue) {
+  RasterImage m;
+  m.width = g.width;
+  m.height = g.height;
+  m.channels = g.channels;
+  m.bits = g.type == PixelType::U8 ? 8 : 16;
   const std::size_t plane = g.plane_size();
-  const std::size_t c = g.channels;
+  const std::size_t c = g.channels, n = plane * c;
+  m.samples.resize(n * (m.bits / 8));
   const std::uint16_t* src = frame.pixels.data();
-  for (int y = 0; y < m.rows; ++y) {
-    const std::size_t row = std::size_t(y) * g.width;
-    if (g.type == PixelType::U8) {
-      std::uint8_t* p = m.ptr<std::uint8_t>(y);
-      for (std::size_t x = 0; x < g.width; ++x)
-        for (std::size_t k = 0; k < c; ++k) p[x * c + k] = std::uint8_t(src[k * plane + row + x]);
-    } else {
-      std::uint16_t* p = m.ptr<std::uint16_t>(y);
-      for (std::size_t x = 0; x < g.width; ++x)
-        for (std::size_t k = 0; k < c; ++k) p[x * c + k] = src[k * plane + row + x];
-    }
+  auto channel = [&](std::size_t k) { return swap_red_blue && c == 3 ? 2 - k : k; };
+  if (g.type == PixelType::U8) {
+    std::uint8_t* p = m.samples.data();
+    for (std::size_t i = 0; i < n; ++i) p[i] = std::uint8_t(src[channel(i % c) * plane + i / c]);
+  } else {
+    auto* p = reinterpret_cast<std::uint16_t*>(m.samples.data());
+    for (std::size_t i = 0; i < n; ++i) p[i] = src[channel(i % c) * plane + i / c];
   }
   return m;
 }
@@ -119,22 +118,15 @@ fs::path write_frame(const fs::path& dir, const Frame& frame, const Geometry& ge
   std::vector<std::uint8_t> encoded;
   const FileFormat recorded = parse_file_format(frame.format);
   const bool original = format == OutputFormat::Original && keeps_pixels(frame.format, geometry);
-  try {
-    if (original && (recorded.maxval || recorded.plain) && (recorded.container == "pgm" || recorded.container == "ppm")) {
-      encoded = encode_pnm(frame, geometry, recorded);
-    } else {
-      cv::Mat image = to_interleaved(frame, geometry);
-      // A colour .npy array holds R, G, B (NumPy's convention); OpenCV encoders expect B, G, R.
-      if (frame.format == "npy" && geometry.channels == 3) cv::cvtColor(image, image, cv::COLOR_RGB2BGR);
-      std::vector<int> params;
-      // A 1-bit PNG reads as 0 and 255; written 1-bit again when every pixel still is one of them.
-      const bool bilevel = std::all_of(frame.pixels.begin(), frame.pixels.end(), [](std::uint16_t v) { return v == 0 || v == 255; });
-      if (original && recorded.bits == 1 && geometry.type == PixelType::U8 && bilevel) params = {cv::IMWRITE_PNG_BILEVEL, 1};
-      if (!cv::imencode(name.extension().string(), image, encoded, params))
-        throw OutputError(file + ": cannot write: the encoder failed");
-    }
-  } catch (const cv::Exception& e) {
-    throw OutputError(file + ": cannot write: " + e.what());
+  if (original && (recorded.maxval || recorded.plain) && (recorded.container == "pgm" || recorded.container == "ppm")) {
+    encoded = encode_pnm(frame, geometry, recorded);
+  } else {
+    // A colour .npy array holds R, G, B (NumPy's convention); image encoders expect B, G, R.
+    const RasterImage image = to_interleaved(frame, geometry, frame.format == "npy");
+    // A 1-bit PNG reads as 0 and 255; written 1-bit again when every pixel still is one of them.
+    const bool bilevel = original && recorded.bits == 1 && geometry.type == PixelType::U8 &&
+                         std::all_of(frame.pixels.begin(), frame.pixels.end(), [](std::uint16_t v) { return v == 0 || v == 255; });
+    encoded = encode_image(name.extension().string(), image, bilevel, file);
   }
   write_file_atomically(target, encoded, /*create_folder=*/true);
   return target;

@@ -4,12 +4,10 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/videoio.hpp>
 
 #include "compressor/errors.hpp"
 #include "compressor/file_format.hpp"
+#include "compressor/image_codec.hpp"
 #include "compressor/npy.hpp"
 
 namespace fs = std::filesystem;
@@ -52,55 +50,41 @@ std::string frame_name(std::size_t index) {
 }
 
 // Geometry of a decoded image; rejects what a Frame cannot hold.
-Geometry geometry_of(const cv::Mat& m, const std::string& file) {
+Geometry geometry_of(const RasterImage& m, const std::string& file) {
   Geometry g;
-  if (m.depth() == CV_8U) {
+  if (m.bits == 8) {
     g.type = PixelType::U8;
-  } else if (m.depth() == CV_16U) {
+  } else if (m.bits == 16) {
     g.type = PixelType::U16;
   } else {
     throw InputError(file + ": only 8-bit and 16-bit unsigned images are supported");
   }
-  if (m.channels() == 4) throw InputError(file + ": 4-channel images are not supported");
-  if (m.channels() != 1 && m.channels() != 3) {
-    throw InputError(file + ": " + std::to_string(m.channels()) + "-channel images are not supported");
+  if (m.channels == 4) throw InputError(file + ": 4-channel images are not supported");
+  if (m.channels != 1 && m.channels != 3) {
+    throw InputError(file + ": " + std::to_string(m.channels) + "-channel images are not supported");
   }
-  g.channels = std::uint32_t(m.channels());
-  g.width = std::uint32_t(m.cols);
-  g.height = std::uint32_t(m.rows);
+  g.channels = m.channels;
+  g.width = m.width;
+  g.height = m.height;
   return g;
 }
 
-// Interleaved OpenCV image to planar uint16, keeping OpenCV's channel order (B, G, R).
-std::vector<std::uint16_t> to_planar(const cv::Mat& m, const Geometry& g) {
+// Interleaved image to planar uint16, keeping the codec's channel order (B, G, R).
+std::vector<std::uint16_t> to_planar(const RasterImage& m, const Geometry& g) {
   std::vector<std::uint16_t> out(g.pixel_count());
   const std::size_t plane = g.plane_size();
-  const int c = int(g.channels);
-  for (int y = 0; y < m.rows; ++y) {
-    const std::size_t row = std::size_t(y) * g.width;
-    if (g.type == PixelType::U8) {
-      const std::uint8_t* p = m.ptr<std::uint8_t>(y);
-      for (int x = 0; x < m.cols; ++x)
-        for (int k = 0; k < c; ++k) out[k * plane + row + x] = p[x * c + k];
-    } else {
-      const std::uint16_t* p = m.ptr<std::uint16_t>(y);
-      for (int x = 0; x < m.cols; ++x)
-        for (int k = 0; k < c; ++k) out[k * plane + row + x] = p[x * c + k];
-    }
+  const std::size_t c = g.channels, n = plane * c;
+  if (g.type == PixelType::U8) {
+    const std::uint8_t* p = m.samples.data();
+    for (std::size_t i = 0; i < n; ++i) out[(i % c) * plane + i / c] = p[i];
+  } else {
+    const auto* p = reinterpret_cast<const std::uint16_t*>(m.samples.data());
+    for (std::size_t i = 0; i < n; ++i) out[(i % c) * plane + i / c] = p[i];
   }
   return out;
 }
 
-cv::Mat read_image(const fs::path& path) {
-  cv::Mat m;
-  try {
-    m = cv::imread(path.string(), cv::IMREAD_UNCHANGED);
-  } catch (const cv::Exception&) {
-    m.release();  // a decoder that throws is the same to us as one that returns nothing
-  }
-  if (m.empty()) throw InputError(path.string() + ": cannot read the image (unreadable or corrupt)");
-  return m;
-}
+RasterImage read_image(const fs::path& path) { return read_image_file(path); }
 
 class FolderSource final : public SequenceSource {
  public:
@@ -113,7 +97,7 @@ class FolderSource final : public SequenceSource {
   Frame read(std::size_t index) override {
     const fs::path& path = files_.at(index);
     const std::string file = path.string();
-    cv::Mat m = read_image(path);
+    const RasterImage m = read_image(path);
     const Geometry g = geometry_of(m, file);
     if (!(g == geometry_)) {
       throw InputError(file + ": " + describe(g) + " differs from the sequence's " + describe(geometry_));
@@ -189,11 +173,11 @@ class VideoSource final : public SequenceSource {
     // CAP_PROP_FRAME_COUNT is an estimate from the container and is wrong for many files, so the
     // frames are counted by decoding once; grab() skips the colour conversion.
     open();
-    cv::Mat first;
-    if (!capture_.read(first) || first.empty()) throw InputError(path_.string() + ": the video has no frames");
+    RasterImage first;
+    if (!video_->read(first)) throw InputError(path_.string() + ": the video has no frames");
     geometry_ = geometry_of(first, path_.string());
     frames_ = 1;
-    while (capture_.grab()) ++frames_;
+    while (video_->skip()) ++frames_;
     open();
   }
   const std::string& name() const override { return name_; }
@@ -204,11 +188,11 @@ class VideoSource final : public SequenceSource {
     if (index >= frames_) throw std::out_of_range("VideoSource::read: frame index out of range");
     if (index < next_) open();  // going back means decoding again from the start
     while (next_ < index) {
-      if (!capture_.grab()) throw InputError(file + ": cannot decode frame " + std::to_string(next_));
+      if (!video_->skip()) throw InputError(file + ": cannot decode frame " + std::to_string(next_));
       ++next_;
     }
-    cv::Mat m;
-    if (!capture_.read(m) || m.empty()) throw InputError(file + ": cannot decode frame " + std::to_string(index));
+    RasterImage m;
+    if (!video_->read(m)) throw InputError(file + ": cannot decode frame " + std::to_string(index));
     ++next_;
     const Geometry g = geometry_of(m, file);
     if (!(g == geometry_)) {
@@ -224,21 +208,8 @@ class VideoSource final : public SequenceSource {
 
  private:
   void open() {
-    capture_.release();
-    bool ok = false;
-    // FFmpeg first: the other back ends guess (CAP_IMAGES reads "clip_01.avi" as an image-sequence
-    // pattern), and are only tried when FFmpeg cannot open the file.
-    for (int api : {int(cv::CAP_FFMPEG), int(cv::CAP_ANY)}) {
-      try {
-        ok = capture_.open(path_.string(), api);
-      } catch (const cv::Exception&) {
-        ok = false;
-      }
-      if (ok && capture_.isOpened()) break;
-    }
-    if (!ok || !capture_.isOpened()) {
-      throw InputError(path_.string() + ": cannot open as a video (not a supported image, video or .npy file)");
-    }
+    video_.reset();  // one decoder at a time
+    video_ = open_video(path_);
     next_ = 0;
   }
 
@@ -247,7 +218,7 @@ class VideoSource final : public SequenceSource {
   Geometry geometry_;
   std::size_t frames_ = 0;
   std::size_t next_ = 0;
-  cv::VideoCapture capture_;
+  std::unique_ptr<VideoDecoder> video_;
 };
 
 std::vector<std::unique_ptr<SequenceSource>> open_npy(const fs::path& path, NpyLayout layout) {

@@ -3,7 +3,7 @@
 // which needs no torch.
 #include "predictor/learned_module.hpp"
 
-#include <dlfcn.h>
+#include "predictor/shared_module.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -20,57 +20,17 @@ constexpr const char* kDefaultModel = "prednet-small.tzm";
 
 std::atomic<bool> single_threaded_torch = false;
 
-// The folder libtezip was loaded from: the module is installed and built beside it.
-std::filesystem::path core_library_folder() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<const void*>(&core_library_folder), &info) == 0 || info.dli_fname == nullptr) return {};
-  std::error_code ec;
-  const auto path = std::filesystem::canonical(info.dli_fname, ec);
-  return ec ? std::filesystem::path{} : path.parent_path();
-}
-
 struct LoadResult {
   const LearnedModule* module = nullptr;
   std::string error;
 };
 
 LoadResult load() {
-  std::filesystem::path path;
-  if (const char* env = std::getenv("TEZIP_LEARNED_MODULE"); env != nullptr && *env != '\0') {
-    path = env;
-  } else {
-    path = core_library_folder() / kModuleFile;
-  }
   LoadResult result;
-  const std::string where = path.string();
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    result.error = "PredNet needs tezip's learned module (" + where +
-                   "), which is not there: this tezip was built without libtorch (-DTEZIP_TORCH=OFF) or installed "
-                   "without it. Classical predictors work without it; set $TEZIP_LEARNED_MODULE to its path if it is elsewhere";
-    return result;
-  }
-  // RTLD_LOCAL: torch's symbols stay out of the global namespace, beside whatever torch the host has.
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* why = ::dlerror();
-    result.error = "cannot load tezip's learned module " + where + ": " + (why ? why : "unknown error");
-    return result;
-  }
-  using Entry = const LearnedModule* (*)();
-  const auto entry = reinterpret_cast<Entry>(::dlsym(handle, TEZIP_LEARNED_MODULE_ENTRY));
-  if (entry == nullptr) {
-    result.error = where + " is not tezip's learned module (no " TEZIP_LEARNED_MODULE_ENTRY ")";
-    return result;
-  }
-  const LearnedModule* module = entry();
-  if (module == nullptr || module->abi == nullptr || std::strcmp(module->abi, TEZIP_LEARNED_MODULE_ABI) != 0) {
-    result.error = where + " is from another build of tezip (" + (module && module->abi ? module->abi : "?") +
-                   "; this one is " TEZIP_LEARNED_MODULE_ABI ")";
-    return result;
-  }
-  if (single_threaded_torch) module->use_single_threaded_torch();
-  result.module = module;
+  result.module = static_cast<const LearnedModule*>(load_shared_module(
+      kModuleFile, "TEZIP_LEARNED_MODULE", TEZIP_LEARNED_MODULE_ENTRY, TEZIP_LEARNED_MODULE_ABI,
+      "PredNet (libtorch; this build may have -DTEZIP_TORCH=OFF)", result.error));
+  if (result.module != nullptr && single_threaded_torch) result.module->use_single_threaded_torch();
   return result;
 }
 
