@@ -155,7 +155,7 @@ const char* coder_name(codecs::EntropyCoderKind kind) {
 }
 
 QuantizerKind default_quantizer(codecs::BoundMode mode) {
-  // Measured in docs/quantizers.md: the linear quantizer wins in every mode on camera and video data.
+  // Measured in docs/defaults.md ("Quantizer per error mode"): the linear quantizer wins in every mode on camera and video data.
   (void)mode;
   return QuantizerKind::Linear;
 }

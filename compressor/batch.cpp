@@ -74,13 +74,6 @@ std::vector<std::size_t> BatchPlan::shards_of(unsigned worker) const {
   return out;
 }
 
-std::uint64_t BatchPlan::raw_bytes_of(unsigned worker) const {
-  std::uint64_t total = 0;
-  for (const auto& s : shards)
-    if (s.worker == worker) total += s.raw_bytes;
-  return total;
-}
-
 BatchPlan plan_batch(std::vector<SequenceSize> sequences, std::uint64_t shard_size, unsigned workers) {
   if (shard_size == 0) throw std::invalid_argument("plan_batch: shard size must be at least 1 byte");
   if (workers == 0) throw std::invalid_argument("plan_batch: at least one worker");

@@ -39,7 +39,6 @@ struct BatchPlan {
   unsigned workers = 1;
 
   std::vector<std::size_t> shards_of(unsigned worker) const;
-  std::uint64_t raw_bytes_of(unsigned worker) const;
 };
 
 inline constexpr std::uint64_t kDefaultShardSize = std::uint64_t(1) << 30;  // raw bytes

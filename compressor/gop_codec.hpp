@@ -17,7 +17,7 @@ struct CodingSettings {
   QuantizerKind quantizer = QuantizerKind::Linear;
   int zstd_level = 9;  // docs/defaults.md
   // Coders tried besides zstd; the smallest output is kept per stream. The static context rANS
-  // coder decodes ~5x faster than the adaptive one and is within 1.5% of its size (docs/coders.md).
+  // coder decodes ~5x faster than the adaptive one and is within 1.5% of its size (docs/defaults.md, "Entropy coder").
   bool rans_coder = true;
   bool adaptive_coder = false;
 };

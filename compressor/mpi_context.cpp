@@ -20,14 +20,6 @@ bool launched_by_mpi() {
 
 }  // namespace
 
-bool MpiContext::built_with_mpi() {
-#ifdef TEZIP_HAVE_MPI
-  return true;
-#else
-  return false;
-#endif
-}
-
 #ifdef TEZIP_HAVE_MPI
 
 MpiContext::MpiContext() {

@@ -26,9 +26,6 @@ class MpiContext {
   // Rank 0 gets every rank's `values` (the same count on each), rank by rank; other ranks get {}.
   std::vector<double> gather(std::span<const double> values) const;
 
-  // True when built with MPI support.
-  static bool built_with_mpi();
-
  private:
   bool active_ = false;
   int rank_ = 0, size_ = 1, local_size_ = 1;

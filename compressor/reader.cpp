@@ -206,11 +206,6 @@ Clip Reader::clip(std::size_t sequence, std::size_t start, std::size_t length, C
   return clip;
 }
 
-std::shared_ptr<const DecodedGop> Reader::decode_block(std::size_t block) const {
-  if (block >= state_->blocks.size()) throw std::out_of_range("block " + std::to_string(block));
-  return state_->get(block);
-}
-
 Reader::CacheStats Reader::cache_stats() const {
   std::lock_guard lock(state_->mutex);
   return state_->stats;

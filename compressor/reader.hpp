@@ -73,8 +73,6 @@ class Reader {
 
   Clip frame(std::size_t sequence, std::size_t t, ClipLayout layout = ClipLayout::Planar) const;
   Clip clip(std::size_t sequence, std::size_t start, std::size_t length, ClipLayout layout = ClipLayout::Planar) const;
-  // The decoded planar frames of a block (shared with the cache).
-  std::shared_ptr<const std::vector<std::vector<std::uint16_t>>> decode_block(std::size_t block) const;
 
   struct CacheStats {
     std::uint64_t hits = 0, misses = 0;
