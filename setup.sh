@@ -10,6 +10,7 @@ PACKAGES=(build-essential cmake pkg-config libzstd-dev libxxhash-dev libopencv-d
           nlohmann-json3-dev libssl-dev                             # dataset index, SHA-256 of model weights
           libopenmpi-dev openmpi-bin                                # batch jobs (MPI optional at build time)
           pybind11-dev python3-dev python3-numpy                    # the Python loader module
+          python3-pil                                               # bench/loader_python.py: the PNG reader it is measured against
           python3-setuptools python3-wheel python3-pip python3-venv # pip install ./python, offline
           libtorch-dev python3-torch                                # PredNet, libtorch adapter, tezip.torch
           zstd xz-utils ffmpeg clang libclang-rt-14-dev)            # peers in tests/benchmarks, fuzzing
