@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "compressor/encoder.hpp"
-#include "compressor/stream.hpp"
+#include "loader/stream.hpp"
 
 namespace fs = std::filesystem;
 using namespace tezip;

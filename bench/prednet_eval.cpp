@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "compressor/source.hpp"
+#include "io/source.hpp"
 #include "predictor/model_file.hpp"
 #include "predictor/training.hpp"
 

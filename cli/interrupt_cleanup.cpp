@@ -2,7 +2,7 @@
 
 #include <signal.h>
 
-#include "compressor/temporary_files.hpp"
+#include "io/temporary_files.hpp"
 
 namespace tezip::cli {
 namespace {

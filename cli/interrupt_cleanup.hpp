@@ -2,7 +2,7 @@
 // SIGINT, SIGTERM and SIGHUP end tezip without leaving temporary files: while an InterruptCleanup
 // lives, those signals are blocked in every thread (threads started later inherit the mask) and
 // one thread waits for them with sigwait. On a signal it removes every registered temporary path
-// (compressor/temporary_files.hpp) and ends the process with 128 + the signal's number, as a shell
+// (io/temporary_files.hpp) and ends the process with 128 + the signal's number, as a shell
 // reports a process killed by it. Working in an ordinary thread, not a signal handler, it may
 // take locks and call std::filesystem; create one first thing in main, before any other thread.
 #include <pthread.h>

@@ -14,13 +14,13 @@
 #include "cli/progress_bar.hpp"
 #include "cli/train_command.hpp"
 #include "codecs/codec_error.hpp"
-#include "compressor/batch.hpp"
-#include "compressor/dataset_index.hpp"
+#include "batch/batch.hpp"
+#include "format/dataset_index.hpp"
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"
-#include "compressor/errors.hpp"
-#include "compressor/file_format.hpp"
-#include "compressor/mpi_context.hpp"
+#include "format/errors.hpp"
+#include "format/file_format.hpp"
+#include "batch/mpi_context.hpp"
 #include "predictor/learned_predictor.hpp"
 
 namespace tezip::cli {
@@ -426,7 +426,7 @@ void print_settings(const ArchiveSettings& s) {
               : s.coding.rans_coder ? ", rANS coder" : s.coding.adaptive_coder ? ", adaptive coder" : "");
 }
 
-// What `decompress` gives back as files, by recorded format (compressor/file_format.hpp): said
+// What `decompress` gives back as files, by recorded format (format/file_format.hpp): said
 // exactly, since pixels that are equal do not make files that are.
 void print_restoration(const ArchiveIndex& index) {
   std::map<std::string, std::uint64_t> formats;

@@ -14,11 +14,11 @@
 #include <stdexcept>
 #include <thread>
 
-#include "compressor/atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "compressor/encoder.hpp"
-#include "compressor/errors.hpp"
-#include "compressor/output_path.hpp"
-#include "compressor/source.hpp"
+#include "format/errors.hpp"
+#include "io/output_path.hpp"
+#include "io/source.hpp"
 #include "predictor/training.hpp"
 
 namespace tezip::cli {

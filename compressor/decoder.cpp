@@ -10,11 +10,11 @@
 #include <map>
 
 #include "codecs/codec_error.hpp"
-#include "compressor/dataset_index.hpp"
-#include "compressor/errors.hpp"
-#include "compressor/output_path.hpp"
-#include "compressor/temporary_files.hpp"
-#include "compressor/source.hpp"
+#include "format/dataset_index.hpp"
+#include "format/errors.hpp"
+#include "io/output_path.hpp"
+#include "io/temporary_files.hpp"
+#include "io/source.hpp"
 #include "compressor/thread_pool.hpp"
 #include "predictor/learned_predictor.hpp"
 #include "predictor/model_file.hpp"

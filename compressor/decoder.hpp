@@ -7,9 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "compressor/archive.hpp"
+#include "compressor/gop_codec.hpp"
+#include "format/archive.hpp"
 #include "compressor/encoder.hpp"
-#include "compressor/frame_writer.hpp"
+#include "io/frame_writer.hpp"
 
 namespace tezip {
 

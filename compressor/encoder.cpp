@@ -6,9 +6,9 @@
 #include <set>
 #include <thread>
 
-#include "compressor/errors.hpp"
-#include "compressor/output_path.hpp"
-#include "compressor/source.hpp"
+#include "format/errors.hpp"
+#include "io/output_path.hpp"
+#include "io/source.hpp"
 #include "compressor/thread_pool.hpp"
 #include "predictor/model_file.hpp"
 

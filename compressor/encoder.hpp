@@ -6,8 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "compressor/archive.hpp"
-#include "compressor/source.hpp"
+#include "compressor/gop_codec.hpp"
+#include "format/archive.hpp"
+#include "io/source.hpp"
 #include "predictor/learned_predictor.hpp"
 
 namespace tezip {

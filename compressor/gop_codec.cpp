@@ -7,7 +7,7 @@
 #include "codecs/interval_quantizer.hpp"
 #include "codecs/linear_quantizer.hpp"
 #include "codecs/plane_transform.hpp"
-#include "compressor/byte_io.hpp"
+#include "format/byte_io.hpp"
 
 namespace tezip {
 namespace {

@@ -3,33 +3,10 @@
 #include <span>
 #include <vector>
 
-#include "codecs/error_bound.hpp"
-#include "codecs/symbol_coder.hpp"
+#include "format/settings.hpp"
 #include "predictor/predictor.hpp"
 
 namespace tezip {
-
-enum class QuantizerKind : std::uint8_t { Linear = 0, Interval = 1 };
-
-// How residuals are turned into bytes; recorded in the archive and needed again to decode.
-struct CodingSettings {
-  codecs::ErrorBound bound;
-  QuantizerKind quantizer = QuantizerKind::Linear;
-  int zstd_level = 9;  // docs/defaults.md
-  // Coders tried besides zstd; the smallest output is kept per stream. The static context rANS
-  // coder decodes ~5x faster than the adaptive one and is within 1.5% of its size (docs/defaults.md, "Entropy coder").
-  bool rans_coder = true;
-  bool adaptive_coder = false;
-};
-
-// Per-chunk statistics kept in the archive index for `tezip info`.
-struct ChunkStats {
-  std::uint64_t symbol_bytes = 0;   // bytes of the main symbol stream
-  std::uint64_t run_bytes = 0;      // interval quantizer runs (values and lengths)
-  std::uint64_t literal_bytes = 0;  // PwRel escapes
-  std::uint64_t literal_count = 0;
-  codecs::EntropyCoderKind coder = codecs::EntropyCoderKind::Zstd;
-};
 
 struct EncodedGop {
   std::vector<std::uint8_t> bytes;

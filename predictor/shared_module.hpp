@@ -2,7 +2,7 @@
 // tezip's optional parts that bring heavy libraries live in shared modules beside libtezip and are
 // loaded with dlopen() on first use, so that a process which never needs them never maps those
 // libraries: libtezip_learned.so (PredNet, libtorch; predictor/learned_module.hpp) and
-// libtezip_images.so (image files and video, OpenCV; compressor/image_codec.hpp).
+// libtezip_images.so (image files and video, OpenCV; io/image_codec.hpp).
 #include <filesystem>
 #include <string>
 

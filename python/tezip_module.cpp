@@ -9,9 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "compressor/errors.hpp"
-#include "compressor/reader.hpp"
-#include "compressor/stream.hpp"
+#include "format/errors.hpp"
+#include "loader/reader.hpp"
+#include "loader/stream.hpp"
 
 namespace py = pybind11;
 using namespace tezip;

@@ -19,11 +19,11 @@
 #include <typeinfo>
 #include <vector>
 
-#include "compressor/archive.hpp"
-#include "compressor/byte_io.hpp"
+#include "format/archive.hpp"
+#include "format/byte_io.hpp"
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"
-#include "compressor/errors.hpp"
+#include "format/errors.hpp"
 #include "support/synthetic.hpp"
 #include "support/temp_dir.hpp"
 

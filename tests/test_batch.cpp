@@ -18,12 +18,12 @@
 #include <thread>
 #include <vector>
 
-#include "compressor/archive.hpp"
-#include "compressor/batch.hpp"
-#include "compressor/dataset_index.hpp"
+#include "format/archive.hpp"
+#include "batch/batch.hpp"
+#include "format/dataset_index.hpp"
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"
-#include "compressor/errors.hpp"
+#include "format/errors.hpp"
 
 namespace fs = std::filesystem;
 using namespace tezip;

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "compressor/errors.hpp"
-#include "compressor/frame_writer.hpp"
-#include "compressor/source.hpp"
+#include "format/errors.hpp"
+#include "io/frame_writer.hpp"
+#include "io/source.hpp"
 
 namespace fs = std::filesystem;
 using namespace tezip;

@@ -4,11 +4,11 @@
 
 #include <torch/torch.h>
 
-#include "compressor/archive.hpp"
+#include "format/archive.hpp"
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"
-#include "compressor/errors.hpp"
-#include "compressor/source.hpp"
+#include "format/errors.hpp"
+#include "io/source.hpp"
 #include "predictor/learned/prednet.hpp"
 #include "predictor/learned_predictor.hpp"
 #include "support/cli_run.hpp"

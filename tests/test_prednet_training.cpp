@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "compressor/source.hpp"
+#include "io/source.hpp"
 #include "predictor/model_file.hpp"
 #include "predictor/training.hpp"
 #include "support/cli_run.hpp"

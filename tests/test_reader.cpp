@@ -7,9 +7,9 @@
 #include <iterator>
 #include <thread>
 
-#include "compressor/archive.hpp"
-#include "compressor/dataset_index.hpp"
-#include "compressor/reader.hpp"
+#include "format/archive.hpp"
+#include "format/dataset_index.hpp"
+#include "loader/reader.hpp"
 #include "support/loader_data.hpp"
 
 using namespace tezip;

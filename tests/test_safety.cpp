@@ -19,12 +19,12 @@
 #include <thread>
 #include <vector>
 
-#include "compressor/archive.hpp"
+#include "format/archive.hpp"
 #include "compressor/encoder.hpp"
-#include "compressor/errors.hpp"
-#include "compressor/output_path.hpp"
-#include "compressor/source.hpp"
-#include "compressor/temporary_files.hpp"
+#include "format/errors.hpp"
+#include "io/output_path.hpp"
+#include "io/source.hpp"
+#include "io/temporary_files.hpp"
 #include "support/cli_run.hpp"
 #include "support/synthetic.hpp"
 #include "support/temp_dir.hpp"

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "compressor/errors.hpp"
-#include "compressor/source.hpp"
+#include "format/errors.hpp"
+#include "io/source.hpp"
 
 namespace fs = std::filesystem;
 using namespace tezip;

@@ -9,9 +9,9 @@
 #include <map>
 #include <set>
 
-#include "compressor/archive.hpp"
-#include "compressor/errors.hpp"
-#include "compressor/stream.hpp"
+#include "format/archive.hpp"
+#include "format/errors.hpp"
+#include "loader/stream.hpp"
 #include "support/loader_data.hpp"
 
 using namespace tezip;

@@ -8,7 +8,7 @@
 #include <memory>
 #include <optional>
 
-#include "compressor/stream.hpp"
+#include "loader/stream.hpp"
 
 namespace tezip::torch_loader {
 

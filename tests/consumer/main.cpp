@@ -6,9 +6,9 @@
 #include <iostream>
 #include <string>
 
-#include "compressor/errors.hpp"
-#include "compressor/reader.hpp"
-#include "compressor/stream.hpp"
+#include "format/errors.hpp"
+#include "loader/reader.hpp"
+#include "loader/stream.hpp"
 #include "predictor/learned_predictor.hpp"
 
 namespace {

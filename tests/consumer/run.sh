@@ -15,8 +15,8 @@ prefix=$(realpath "$work/prefix")
 libdir=
 for d in lib lib64 lib/*-linux-gnu; do [ -e "$prefix/$d/libtezip.so" ] && { libdir=$d; break; }; done
 [ -n "$libdir" ] || { echo "no libtezip.so under $prefix"; cat "$work/install.log"; exit 1; }
-expect=("$libdir/libtezip.so" "$libdir/libtezip.so.0" "bin/tezip" "include/tezip/compressor/reader.hpp"
-        "include/tezip/compressor/stream.hpp" "share/tezip/models/prednet-small.tzm" "share/tezip/models/prednet-small.md"
+expect=("$libdir/libtezip.so" "$libdir/libtezip.so.0" "bin/tezip" "include/tezip/loader/reader.hpp"
+        "include/tezip/loader/stream.hpp" "share/tezip/models/prednet-small.tzm" "share/tezip/models/prednet-small.md"
         "$libdir/cmake/tezip/tezipConfig.cmake" "$libdir/cmake/tezip/tezipConfigVersion.cmake" "$libdir/pkgconfig/tezip.pc")
 [ "$learned" = ON ] && expect+=("$libdir/libtezip_learned.so")
 for f in "${expect[@]}"; do [ -e "$prefix/$f" ] || { echo "not installed: $f"; exit 1; }; done

@@ -27,10 +27,10 @@
 
 #include "codecs/codec_error.hpp"
 #include "codecs/symbol_coder.hpp"
-#include "compressor/archive.hpp"
-#include "compressor/byte_io.hpp"
+#include "format/archive.hpp"
+#include "format/byte_io.hpp"
 #include "compressor/decoder.hpp"
-#include "compressor/errors.hpp"
+#include "format/errors.hpp"
 #include "compressor/gop_codec.hpp"
 
 #define TEZIP_MODE_ARCHIVE 1

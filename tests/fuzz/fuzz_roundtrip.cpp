@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "codecs/codec_error.hpp"
-#include "compressor/archive.hpp"
+#include "format/archive.hpp"
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"
-#include "compressor/errors.hpp"
-#include "compressor/source.hpp"
+#include "format/errors.hpp"
+#include "io/source.hpp"
 
 namespace {
 

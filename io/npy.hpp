@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "compressor/frame.hpp"
+#include "format/frame.hpp"
 
 namespace tezip {
 

@@ -1,4 +1,4 @@
-#include "compressor/npy.hpp"
+#include "io/npy.hpp"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "compressor/errors.hpp"
+#include "format/errors.hpp"
 
 namespace tezip {
 namespace {

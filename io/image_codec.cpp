@@ -1,7 +1,7 @@
-// The core's side of libtezip_images.so (compressor/image_codec.hpp): loads it once and forwards.
-#include "compressor/image_codec.hpp"
+// The core's side of libtezip_images.so (io/image_codec.hpp): loads it once and forwards.
+#include "io/image_codec.hpp"
 
-#include "compressor/errors.hpp"
+#include "format/errors.hpp"
 #include "predictor/shared_module.hpp"
 
 namespace tezip {

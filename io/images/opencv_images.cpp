@@ -1,12 +1,12 @@
-// libtezip_images.so: compressor/image_codec.hpp on OpenCV. The only code that includes OpenCV.
+// libtezip_images.so: io/image_codec.hpp on OpenCV. The only code that includes OpenCV.
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/videoio.hpp>
 
 #include <cstring>
 
-#include "compressor/errors.hpp"
-#include "compressor/image_codec.hpp"
+#include "format/errors.hpp"
+#include "io/image_codec.hpp"
 
 namespace tezip {
 namespace {

@@ -1,4 +1,4 @@
-#include "compressor/file_format.hpp"
+#include "format/file_format.hpp"
 
 #include <cctype>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "compressor/stream.hpp"
+#include "loader/stream.hpp"
 
 #include <algorithm>
 #include <cinttypes>

@@ -2,7 +2,7 @@
 #include <filesystem>
 #include <string>
 
-#include "compressor/frame.hpp"
+#include "format/frame.hpp"
 
 namespace tezip {
 

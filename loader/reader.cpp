@@ -1,4 +1,4 @@
-#include "compressor/reader.hpp"
+#include "loader/reader.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -8,9 +8,9 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "compressor/dataset_index.hpp"
+#include "format/dataset_index.hpp"
 #include "compressor/decoder.hpp"
-#include "compressor/errors.hpp"
+#include "format/errors.hpp"
 
 namespace tezip {
 

@@ -1,10 +1,10 @@
-#include "compressor/output_path.hpp"
+#include "io/output_path.hpp"
 
 #include <string>
 #include <system_error>
 #include <vector>
 
-#include "compressor/errors.hpp"
+#include "format/errors.hpp"
 
 namespace fs = std::filesystem;
 

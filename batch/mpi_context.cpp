@@ -1,4 +1,4 @@
-#include "compressor/mpi_context.hpp"
+#include "batch/mpi_context.hpp"
 
 #include <cstdlib>
 #include <stdexcept>

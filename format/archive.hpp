@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "compressor/frame.hpp"
-#include "compressor/gop_codec.hpp"
-#include "compressor/temporary_files.hpp"
+#include "format/frame.hpp"
+#include "format/settings.hpp"
+#include "io/temporary_files.hpp"
 #include "predictor/predictor.hpp"
 
 namespace tezip {

@@ -1,14 +1,14 @@
-#include "compressor/source.hpp"
+#include "io/source.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <fstream>
 
-#include "compressor/errors.hpp"
-#include "compressor/file_format.hpp"
-#include "compressor/image_codec.hpp"
-#include "compressor/npy.hpp"
+#include "format/errors.hpp"
+#include "format/file_format.hpp"
+#include "io/image_codec.hpp"
+#include "io/npy.hpp"
 
 namespace fs = std::filesystem;
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "compressor/errors.hpp"
+#include "format/errors.hpp"
 
 namespace tezip {
 

@@ -1,11 +1,11 @@
-#include "compressor/frame_writer.hpp"
+#include "io/frame_writer.hpp"
 
 #include <system_error>
 
-#include "compressor/atomic_file.hpp"
-#include "compressor/errors.hpp"
-#include "compressor/file_format.hpp"
-#include "compressor/image_codec.hpp"
+#include "io/atomic_file.hpp"
+#include "format/errors.hpp"
+#include "format/file_format.hpp"
+#include "io/image_codec.hpp"
 
 #include <algorithm>
 

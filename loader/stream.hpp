@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "compressor/reader.hpp"
+#include "loader/reader.hpp"
 
 namespace tezip {
 

@@ -1,4 +1,4 @@
-#include "compressor/frame.hpp"
+#include "format/frame.hpp"
 
 namespace tezip {
 

@@ -1,4 +1,4 @@
-#include "compressor/archive.hpp"
+#include "format/archive.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,9 +12,9 @@
 #include <set>
 #include <string_view>
 
-#include "compressor/byte_io.hpp"
-#include "compressor/errors.hpp"
-#include "compressor/output_path.hpp"
+#include "format/byte_io.hpp"
+#include "format/errors.hpp"
+#include "io/output_path.hpp"
 
 namespace tezip {
 namespace {

@@ -1,4 +1,4 @@
-#include "compressor/atomic_file.hpp"
+#include "io/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,8 +8,8 @@
 #include <string>
 #include <system_error>
 
-#include "compressor/errors.hpp"
-#include "compressor/temporary_files.hpp"
+#include "format/errors.hpp"
+#include "io/temporary_files.hpp"
 
 namespace tezip {
 

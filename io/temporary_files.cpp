@@ -1,4 +1,4 @@
-#include "compressor/temporary_files.hpp"
+#include "io/temporary_files.hpp"
 
 #include <unistd.h>
 

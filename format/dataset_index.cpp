@@ -1,4 +1,4 @@
-#include "compressor/dataset_index.hpp"
+#include "format/dataset_index.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,8 +13,8 @@
 #include <set>
 #include <sstream>
 
-#include "compressor/errors.hpp"
-#include "compressor/temporary_files.hpp"
+#include "format/errors.hpp"
+#include "io/temporary_files.hpp"
 
 namespace tezip {
 namespace {

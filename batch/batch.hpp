@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "compressor/dataset_index.hpp"
+#include "format/dataset_index.hpp"
 #include "compressor/encoder.hpp"
-#include "compressor/source.hpp"
+#include "io/source.hpp"
 
 namespace tezip {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "compressor/frame.hpp"
+#include "format/frame.hpp"
 
 namespace tezip {
 

@@ -1,4 +1,4 @@
-#include "compressor/batch.hpp"
+#include "batch/batch.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -7,11 +7,11 @@
 #include <numeric>
 #include <sstream>
 
-#include "compressor/archive.hpp"
+#include "format/archive.hpp"
 #include "compressor/decoder.hpp"
-#include "compressor/errors.hpp"
-#include "compressor/output_path.hpp"
-#include "compressor/temporary_files.hpp"
+#include "format/errors.hpp"
+#include "io/output_path.hpp"
+#include "io/temporary_files.hpp"
 
 namespace tezip {
 namespace {
