@@ -145,14 +145,6 @@ codecs::ErrorBound parse_bound(const std::string& mode_name, const std::string& 
   return bound;
 }
 
-const char* coder_name(codecs::EntropyCoderKind kind) {
-  switch (kind) {
-    case codecs::EntropyCoderKind::Zstd: return "zstd";
-    case codecs::EntropyCoderKind::Rans: return "rans";
-    case codecs::EntropyCoderKind::Adaptive: return "adaptive";
-  }
-  return "?";
-}
 
 QuantizerKind default_quantizer(codecs::BoundMode mode) {
   // Measured in docs/defaults.md ("Quantizer per error mode"): the linear quantizer wins in every mode on camera and video data.
@@ -507,8 +499,10 @@ int run_info(int argc, char** argv) {
   print_restoration(index);
   std::map<codecs::EntropyCoderKind, std::size_t> coders;
   for (const auto& c : index.chunks) ++coders[c.stats.coder];
-  std::printf("chunks:     %zu zstd, %zu rans, %zu adaptive\n", coders[codecs::EntropyCoderKind::Zstd],
-              coders[codecs::EntropyCoderKind::Rans], coders[codecs::EntropyCoderKind::Adaptive]);
+  std::string counts;
+  for (const auto kind : codecs::entropy_coders())
+    counts += (counts.empty() ? "" : ", ") + std::to_string(coders[kind]) + " " + codecs::coder_name(kind);
+  std::printf("chunks:     %s\n", counts.c_str());
   std::printf("  %5s %-20s %7s %10s %8s %10s %9s %8s\n", "chunk", "sequence", "frames", "bytes", "ratio", "symbols", "runs", "coder");
   for (std::size_t i = 0; i < index.chunks.size(); ++i) {
     if (i >= 20 && !verbose) {
@@ -521,7 +515,7 @@ int run_info(int argc, char** argv) {
     std::printf("  %5zu %-20s %3llu-%-3llu %10llu %8.3f %10llu %9llu %8s\n", i, q.name.empty() ? "." : q.name.c_str(),
                 (unsigned long long)c.first_frame, (unsigned long long)(c.first_frame + c.frame_count - 1),
                 (unsigned long long)c.size, raw / double(c.size), (unsigned long long)c.stats.symbol_bytes,
-                (unsigned long long)c.stats.run_bytes, coder_name(c.stats.coder));
+                (unsigned long long)c.stats.run_bytes, codecs::coder_name(c.stats.coder));
   }
   return kOk;
 }

@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <string>
 
@@ -67,6 +68,39 @@ void decode_zstd(std::span<const std::uint8_t> payload, std::uint64_t alphabet_s
 
 }  // namespace
 
+namespace {
+
+struct CoderEntry {
+  EntropyCoderKind kind;
+  const char* name;
+};
+constexpr CoderEntry kCoders[] = {
+    {EntropyCoderKind::Zstd, "zstd"},
+    {EntropyCoderKind::Rans, "rans"},
+    {EntropyCoderKind::Adaptive, "adaptive"},
+};
+constexpr std::array<EntropyCoderKind, std::size(kCoders)> kCoderKinds = [] {
+  std::array<EntropyCoderKind, std::size(kCoders)> kinds{};
+  for (std::size_t i = 0; i < kinds.size(); ++i) kinds[i] = kCoders[i].kind;
+  return kinds;
+}();
+
+}  // namespace
+
+std::span<const EntropyCoderKind> entropy_coders() { return kCoderKinds; }
+
+const char* coder_name(EntropyCoderKind kind) {
+  for (const auto& c : kCoders)
+    if (c.kind == kind) return c.name;
+  return "?";
+}
+
+bool is_entropy_coder(std::uint8_t kind) {
+  for (const auto& c : kCoders)
+    if (static_cast<std::uint8_t>(c.kind) == kind) return true;
+  return false;
+}
+
 std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols, std::size_t row_width,
                                          const SymbolCoderOptions& options, SymbolCoderStats* stats) {
   if (options.zstd_level < 1 || options.zstd_level > ZSTD_maxCLevel()) {
@@ -121,9 +155,7 @@ template <class Map>
 void decode_mapped(std::span<const std::uint8_t> bytes, std::size_t row_width, std::span<std::uint32_t> out, Map map) {
   if (bytes.empty()) throw CodecError("symbol stream: empty");
   const std::uint8_t kind = bytes[0];
-  if (kind != static_cast<std::uint8_t>(EntropyCoderKind::Zstd) &&
-      kind != static_cast<std::uint8_t>(EntropyCoderKind::Adaptive) &&
-      kind != static_cast<std::uint8_t>(EntropyCoderKind::Rans)) {
+  if (!is_entropy_coder(kind)) {
     throw CodecError("symbol stream: unknown coder kind");
   }
   std::size_t pos = 1;

@@ -8,6 +8,15 @@ namespace tezip::codecs {
 
 enum class EntropyCoderKind : std::uint8_t { Zstd = 1, Adaptive = 2, Rans = 3 };
 
+// The entropy coders, in the order `tezip info` lists them: with encode_symbols and decode_symbols
+// below, the one place that knows which coders exist (a new coder is added here, in
+// symbol_coder.cpp, and nowhere else).
+std::span<const EntropyCoderKind> entropy_coders();
+// "zstd", "rans", "adaptive"; "?" for a value no coder has.
+const char* coder_name(EntropyCoderKind kind);
+// Whether a byte read from a file names one of entropy_coders().
+bool is_entropy_coder(std::uint8_t kind);
+
 struct SymbolCoderOptions {
   int zstd_level = 3;          // 1..22
   bool allow_adaptive = true;  // try the adaptive context coder too and keep the smaller

@@ -227,9 +227,7 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
     c.stats.literal_bytes = in.varint();
     c.stats.literal_count = in.varint();
     const std::uint8_t coder = in.u8();
-    if (coder != std::uint8_t(codecs::EntropyCoderKind::Zstd) && coder != std::uint8_t(codecs::EntropyCoderKind::Adaptive) &&
-        coder != std::uint8_t(codecs::EntropyCoderKind::Rans))
-      in.fail("unknown entropy coder");
+    if (!codecs::is_entropy_coder(coder)) in.fail("unknown entropy coder");
     c.stats.coder = codecs::EntropyCoderKind(coder);
     // Chunks tile the sequences in order, and the file's chunk area in order.
     while (expected_sequence < index.sequences.size() && expected_frame == index.sequences[expected_sequence].frames.size()) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "codecs/codec_error.hpp"
@@ -188,4 +190,16 @@ TEST_CASE("symbol decoding survives truncation and corruption", "[codecs]") {
       }
     }
   }
+}
+
+TEST_CASE("the entropy coder registry names every coder and only those", "[codecs][symbols]") {
+  std::set<std::string> names;
+  for (const auto kind : entropy_coders()) {
+    CHECK(is_entropy_coder(static_cast<std::uint8_t>(kind)));
+    CHECK(std::string(coder_name(kind)) != "?");
+    names.insert(coder_name(kind));
+  }
+  CHECK(names.size() == entropy_coders().size());
+  for (const int byte : {0, 4, 255}) CHECK_FALSE(is_entropy_coder(static_cast<std::uint8_t>(byte)));
+  CHECK(std::string(coder_name(static_cast<EntropyCoderKind>(200))) == "?");
 }
