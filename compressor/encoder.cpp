@@ -6,10 +6,11 @@
 #include <set>
 #include <thread>
 
+#include "compressor/grouper.hpp"
+#include "compressor/thread_pool.hpp"
 #include "format/errors.hpp"
 #include "io/output_path.hpp"
 #include "io/source.hpp"
-#include "compressor/thread_pool.hpp"
 #include "predictor/model_file.hpp"
 
 namespace tezip {
@@ -145,8 +146,7 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
     batch_size = std::clamp<std::size_t>((gops_here + threads - 1) / threads, 1, std::max<std::size_t>(1, predictor->preferred_batch()));
     GopFrames current;
     std::size_t first = 0;
-    std::unique_ptr<GopState> probe;  // Dynamic windows: the forecast on original frames decides the cut
-    std::vector<std::uint16_t> forecast(shape.size());
+    Grouper grouper(*predictor, shape, options.gop, max_gop);
     for (std::size_t i = 0; i < source.frame_count(); ++i) {
       Frame frame = source.read(i);
       if (!safe_frame_name(frame.name))
@@ -154,26 +154,10 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
                          ": the name could not be restored as a file name");
       index.sequences[s].frames[i].name = frame.name;
       index.sequences[s].frames[i].format = frame.format;
-      bool cut = current.size() >= max_gop;
-      if (dynamic && !current.empty() && !cut) {
-        GopState* states[] = {probe.get()};
-        std::span<std::uint16_t> views[] = {forecast};
-        predictor->forecast(states, views);
-        cut = mean_squared_error(forecast, frame.pixels, shape.max_value) > options.gop.mse_threshold;
-      }
-      if (cut) {
+      if (grouper.next(frame.pixels)) {
         submit(s, first, shape, std::move(current));
         current = {};
         first = i;
-      }
-      if (dynamic) {
-        if (current.empty()) {
-          probe = predictor->begin_gop(shape, frame.pixels);
-        } else {
-          GopState* states[] = {probe.get()};
-          std::span<const std::uint16_t> views[] = {frame.pixels};
-          predictor->observe(states, views);
-        }
       }
       current.push_back(std::move(frame.pixels));
     }
