@@ -22,6 +22,7 @@
 #include "format/file_format.hpp"
 #include "batch/mpi_context.hpp"
 #include "predictor/learned_predictor.hpp"
+#include "predictor/registry.hpp"
 
 namespace tezip::cli {
 namespace {
@@ -191,13 +192,14 @@ CompressOptions coding_options(const cxxopts::ParseResult& args) {
   compress.coding.adaptive_coder = coder == "best";
   compress.coding.rans_coder = coder != "zstd";
   compress.predictor = args["predictor"].as<std::string>();
-  const bool prednet = compress.predictor == "prednet";
+  const PredictorInfo* chosen = find_predictor(compress.predictor);
+  if (chosen == nullptr) {
+    std::string names;
+    for (const auto& p : predictors()) names += (names.empty() ? "" : ", ") + std::string(p.name);
+    throw UsageError("--predictor: unknown predictor '" + compress.predictor + "' (" + names + ")");
+  }
+  const bool prednet = chosen->learned;
   if (!prednet) {
-    try {
-      make_classical_predictor(compress.predictor);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("--predictor: ") + e.what());
-    }
     for (const char* name : {"model", "window"})
       if (args.count(name)) throw UsageError(std::string("--") + name + " needs --predictor prednet");
   }

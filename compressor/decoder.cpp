@@ -17,29 +17,25 @@
 #include "io/source.hpp"
 #include "compressor/thread_pool.hpp"
 #include "predictor/learned_predictor.hpp"
+#include "predictor/registry.hpp"
 #include "predictor/model_file.hpp"
 
 namespace tezip {
 namespace {
 
-std::unique_ptr<Predictor> predictor_for(const PredictorIdentity& identity, const std::filesystem::path& archive,
-                                         const std::filesystem::path& model) {
-  if (identity.kind == "prednet") {
-    try {
-      return prednet_predictor_for(identity, model);
-    } catch (const ModelError& e) {
-      throw DataError(archive.string() + ": " + e.what());
-    } catch (const DeterminismError& e) {
-      throw DataError(archive.string() + ": " + e.what());
-    } catch (const std::invalid_argument& e) {
-      throw DataError(archive.string() + ": the archive's PredNet settings are unusable: " + e.what());
-    }
-  }
-  try {
-    return make_classical_predictor(identity.kind);
-  } catch (const std::invalid_argument&) {
+std::unique_ptr<Predictor> rebuild_predictor(const PredictorIdentity& identity, const std::filesystem::path& archive,
+                                             const std::filesystem::path& model) {
+  if (find_predictor(identity.kind) == nullptr)
     throw DataError(archive.string() + ": the archive was written with predictor '" + identity.kind +
                     "', which this tezip does not have");
+  try {
+    return predictor_for(identity, model);
+  } catch (const ModelError& e) {
+    throw DataError(archive.string() + ": " + e.what());
+  } catch (const DeterminismError& e) {
+    throw DataError(archive.string() + ": " + e.what());
+  } catch (const std::invalid_argument& e) {
+    throw DataError(archive.string() + ": the archive's " + identity.kind + " settings are unusable: " + e.what());
   }
 }
 
@@ -96,7 +92,7 @@ class StagingDirectory {
 }  // namespace
 
 ArchiveDecoder::ArchiveDecoder(const std::filesystem::path& path, const std::filesystem::path& model)
-    : reader_(std::make_unique<ArchiveReader>(path)), predictor_(predictor_for(reader_->index().settings.predictor, path, model)) {}
+    : reader_(std::make_unique<ArchiveReader>(path)), predictor_(rebuild_predictor(reader_->index().settings.predictor, path, model)) {}
 
 ArchiveDecoder::~ArchiveDecoder() = default;
 const ArchiveIndex& ArchiveDecoder::index() const { return reader_->index(); }

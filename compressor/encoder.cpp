@@ -12,6 +12,7 @@
 #include "io/output_path.hpp"
 #include "io/source.hpp"
 #include "predictor/model_file.hpp"
+#include "predictor/registry.hpp"
 
 namespace tezip {
 namespace {
@@ -25,9 +26,8 @@ struct PendingBatch {
 }  // namespace
 
 std::unique_ptr<Predictor> make_predictor(const CompressOptions& options) {
-  if (options.predictor != "prednet") return make_classical_predictor(options.predictor);
   try {
-    return make_prednet_predictor(options.learned);
+    return make_predictor(options.predictor, options.learned);
   } catch (const ModelError& e) {
     throw InputError(e.what());
   }

@@ -1,0 +1,44 @@
+#include "predictor/registry.hpp"
+
+#include <stdexcept>
+
+namespace tezip {
+
+const std::vector<PredictorInfo>& predictors() {
+  static const std::vector<PredictorInfo> list = {
+      {"intra", false}, {"previous", false}, {"linear", false}, {"motion", false}, {"prednet", true},
+  };
+  return list;
+}
+
+const PredictorInfo* find_predictor(const std::string& name) {
+  for (const auto& p : predictors())
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+namespace {
+
+std::string known_names() {
+  std::string names;
+  for (const auto& p : predictors()) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  return names;
+}
+
+const PredictorInfo& need(const std::string& name) {
+  const PredictorInfo* p = find_predictor(name);
+  if (p == nullptr) throw std::invalid_argument("unknown predictor '" + name + "' (" + known_names() + ")");
+  return *p;
+}
+
+}  // namespace
+
+std::unique_ptr<Predictor> make_predictor(const std::string& name, const LearnedPredictorOptions& learned) {
+  return need(name).learned ? make_prednet_predictor(learned) : make_classical_predictor(name);
+}
+
+std::unique_ptr<Predictor> predictor_for(const PredictorIdentity& identity, const std::filesystem::path& model) {
+  return need(identity.kind).learned ? prednet_predictor_for(identity, model) : make_classical_predictor(identity.kind);
+}
+
+}  // namespace tezip
