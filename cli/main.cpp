@@ -193,11 +193,8 @@ CompressOptions coding_options(const cxxopts::ParseResult& args) {
   compress.coding.rans_coder = coder != "zstd";
   compress.predictor = args["predictor"].as<std::string>();
   const PredictorInfo* chosen = find_predictor(compress.predictor);
-  if (chosen == nullptr) {
-    std::string names;
-    for (const auto& p : predictors()) names += (names.empty() ? "" : ", ") + std::string(p.name);
-    throw UsageError("--predictor: unknown predictor '" + compress.predictor + "' (" + names + ")");
-  }
+  if (chosen == nullptr)
+    throw UsageError("--predictor: unknown predictor '" + compress.predictor + "' (" + predictor_names() + ")");
   const bool prednet = chosen->learned;
   if (!prednet) {
     for (const char* name : {"model", "window"})

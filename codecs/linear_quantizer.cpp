@@ -25,6 +25,13 @@ inline std::uint32_t intra_forecast(std::span<const std::uint16_t> recon, std::s
   return med(recon[i - 1], recon[i - width], recon[i - width - 1]);
 }
 
+// The bin of residual r for half width e: bins of width 2e + 1 centred on the forecast.
+inline std::int32_t bin_index(std::int32_t r, std::int32_t e) {
+  if (e == 0) return r;
+  const std::int32_t w = 2 * e + 1;
+  return r >= 0 ? (r + e) / w : -((-r + e) / w);
+}
+
 void check_sizes(std::size_t a, std::size_t b, std::size_t c) {
   if (a != b || a != c) throw CodecError("plane buffers differ in size");
 }
@@ -45,13 +52,7 @@ std::int32_t LinearQuantizer::quantize(std::uint32_t x, std::uint32_t f, std::ui
                                        std::vector<std::uint16_t>& literals) const {
   const std::int32_t e = std::int32_t(half_width(f));
   const std::int32_t r = std::int32_t(x) - std::int32_t(f);
-  std::int32_t q;
-  if (e == 0) {
-    q = r;
-  } else {
-    const std::int32_t w = 2 * e + 1;
-    q = r >= 0 ? (r + e) / w : -((-r + e) / w);
-  }
+  const std::int32_t q = bin_index(r, e);
   reconstruct(q, f, recon);
   if (bound_.pointwise_rel > 0 &&
       std::uint32_t(std::abs(std::int32_t(recon) - std::int32_t(x))) > pointwise_tolerance(bound_.pointwise_rel, x)) {
@@ -174,9 +175,7 @@ std::vector<std::int32_t> sample_intra_symbols(std::span<const std::uint16_t> pl
     for (std::size_t x = 0, i = y * width; x < width; ++x, ++i) {
       const std::int32_t f = std::int32_t(intra_forecast(plane, i, x, width));
       const std::int32_t r = std::int32_t(plane[i]) - f;
-      const std::int32_t e = std::int32_t(quantizer.half_width(std::uint32_t(f)));
-      const std::int32_t w = 2 * e + 1;
-      out.push_back(e == 0 ? r : (r >= 0 ? (r + e) / w : -((-r + e) / w)));
+      out.push_back(bin_index(r, std::int32_t(quantizer.half_width(std::uint32_t(f)))));
     }
   return out;
 }

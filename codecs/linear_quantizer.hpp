@@ -35,7 +35,6 @@ class LinearQuantizer {
   std::uint32_t half_width(std::uint32_t f) const;
 
  private:
-
   PlaneBound bound_;
 };
 

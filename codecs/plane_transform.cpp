@@ -73,7 +73,6 @@ void inverse_transform(PlaneTransform transform, std::span<std::int32_t> plane, 
 
 namespace {
 
-
 // Bits an order-0 coder would spend: the entropy of the values' magnitude classes (bit lengths
 // of the zigzagged values) plus the bits below each value's leading one. Unlike a plain sum of bit
 // lengths, it sees that many exact zeros are almost free.

@@ -66,10 +66,6 @@ void decode_zstd(std::span<const std::uint8_t> payload, std::uint64_t alphabet_s
   if (pos != view.size()) throw CodecError("zstd payload: trailing bytes");
 }
 
-}  // namespace
-
-namespace {
-
 struct CoderEntry {
   EntropyCoderKind kind;
   const char* name;

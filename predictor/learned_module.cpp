@@ -7,8 +7,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
-#include <mutex>
 #include <sstream>
 #include <string>
 
@@ -45,12 +43,6 @@ const LearnedModule& learned_module() {
   const auto& r = loaded();
   if (r.module == nullptr) throw LearnedModuleError(r.error);
   return *r.module;
-}
-
-bool learned_module_available(std::string* why) {
-  const auto& r = loaded();
-  if (why != nullptr) *why = r.error;
-  return r.module != nullptr;
 }
 
 void use_single_threaded_torch() { single_threaded_torch = true; }

@@ -34,7 +34,5 @@ struct LearnedModule {
 // Loads the module on first use (thread-safe) from $TEZIP_LEARNED_MODULE, else from the folder of
 // libtezip itself. Throws LearnedModuleError, naming what was tried, when it is absent or unusable.
 const LearnedModule& learned_module();
-// Whether the module can be loaded, without throwing; `why` gets the reason when not.
-bool learned_module_available(std::string* why = nullptr);
 
 }  // namespace tezip

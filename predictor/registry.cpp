@@ -17,17 +17,17 @@ const PredictorInfo* find_predictor(const std::string& name) {
   return nullptr;
 }
 
-namespace {
-
-std::string known_names() {
+std::string predictor_names() {
   std::string names;
   for (const auto& p : predictors()) names += (names.empty() ? "" : ", ") + std::string(p.name);
   return names;
 }
 
+namespace {
+
 const PredictorInfo& need(const std::string& name) {
   const PredictorInfo* p = find_predictor(name);
-  if (p == nullptr) throw std::invalid_argument("unknown predictor '" + name + "' (" + known_names() + ")");
+  if (p == nullptr) throw std::invalid_argument("unknown predictor '" + name + "' (" + predictor_names() + ")");
   return *p;
 }
 

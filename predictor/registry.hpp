@@ -19,6 +19,8 @@ struct PredictorInfo {
 
 // In the order `tezip --help` lists them.
 const std::vector<PredictorInfo>& predictors();
+// "intra, previous, ...": the names, for messages.
+std::string predictor_names();
 // nullptr for a name tezip does not have.
 const PredictorInfo* find_predictor(const std::string& name);
 
