@@ -9,13 +9,10 @@
 
 #include "codecs/codec_error.hpp"
 #include "codecs/rank_remap.hpp"
+#include "codecs/rans_model.hpp"
 
 // Layout of an encode_rans output:
-//   u8      token scheme: split exponent (low nibble) | mantissa bits kept in the token << 4
-//   u8      context count C, 1..kMaxContexts
-//   C - 1   varints: the activity thresholds that start contexts 1..C-1, as increasing deltas
-//   C times varint n, then n varint frequencies of tokens 0..n-1 (n == 0: context unused), summing
-//           to kProbScale, the last one nonzero
+//   model   the context model (rans_model.cpp: token scheme, thresholds, frequency tables)
 //   varint  size of the rANS stream, then the stream: two 32-bit final states (little-endian), then
 //           16-bit words in the order the decoder reads them
 //   rest    the extra bits, LSB first, zero padded to a byte, in decoding order
@@ -24,105 +21,9 @@
 namespace tezip::codecs {
 namespace {
 
-constexpr int kProbBits = 11;
-constexpr std::uint32_t kProbScale = std::uint32_t{1} << kProbBits;
-constexpr std::uint32_t kSlotMask = kProbScale - 1;
-constexpr std::uint32_t kStateLow = std::uint32_t{1} << 16;  // states live in [kStateLow, 2^32)
-constexpr int kMaxTokens = 128;                               // a token fits in 7 bits of a table entry
-constexpr int kMaxContexts = 16;
-// Activity is 2 left + 2 up + up-left + up-right tokens (or 3 + 2 + 1 of the last three in 1-D).
-constexpr std::uint32_t kActivityRange = 6 * (kMaxTokens - 1) + 1;
+using namespace rans;
+
 constexpr std::size_t k1DSegment = 4096;
-
-// Ranks below 2^split are tokens of their own; above, the token is the exponent and the top `msb`
-// mantissa bits, the lower mantissa bits go raw (JPEG XL's hybrid integers). Measured on Laplacian
-// residuals (bits/symbol at scales 0.3, 1, 30): split 4 / msb 2 gives 1.736, 3.305, 8.218; msb 1
-// costs 0.4% at scale 30, split 3 or 5 no better. 4 / 2 is also the finest whose tokens fit in 7 bits.
-constexpr int kSplitExp = 4;
-constexpr int kMsbBits = 2;
-
-// Where each context starts on the activity scale: about half-octave steps of the neighbours' mean
-// token, fine at the low end where most residuals are.
-constexpr std::array<std::uint32_t, 15> kDefaultThresholds = {1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80, 112, 160, 224};
-
-struct TokenScheme {
-  int split_exp;
-  int msb_bits;
-
-  bool valid() const { return split_exp >= 0 && split_exp <= 8 && msb_bits >= 0 && msb_bits <= split_exp; }
-
-  std::uint32_t token_of(std::uint32_t rank) const {
-    if (rank < (std::uint32_t{1} << split_exp)) return rank;
-    const int n = std::bit_width(rank) - 1;
-    const std::uint32_t msb = (rank >> (n - msb_bits)) & ((std::uint32_t{1} << msb_bits) - 1);
-    return (std::uint32_t{1} << split_exp) + (static_cast<std::uint32_t>(n - split_exp) << msb_bits) + msb;
-  }
-
-  // Tokens an alphabet of this size can produce (ranks are 32-bit, so the alphabet is capped there).
-  std::uint32_t token_count(std::uint64_t alphabet_size) const {
-    const std::uint64_t max_rank = std::min<std::uint64_t>(alphabet_size, std::uint64_t{1} << 32) - 1;
-    return token_of(static_cast<std::uint32_t>(max_rank)) + 1;
-  }
-
-  void describe(std::uint32_t token, std::uint32_t& base, std::uint8_t& extra_bits) const {
-    if (token < (std::uint32_t{1} << split_exp)) {
-      base = token;
-      extra_bits = 0;
-      return;
-    }
-    const std::uint32_t u = token - (std::uint32_t{1} << split_exp);
-    const int n = split_exp + static_cast<int>(u >> msb_bits);
-    const std::uint32_t msb = u & ((std::uint32_t{1} << msb_bits) - 1);
-    extra_bits = static_cast<std::uint8_t>(n - msb_bits);
-    base = ((std::uint32_t{1} << msb_bits) | msb) << extra_bits;
-  }
-};
-
-using ClassTable = std::array<std::uint8_t, kActivityRange>;
-
-ClassTable class_table(std::span<const std::uint32_t> thresholds) {
-  ClassTable table{};
-  std::size_t c = 0;
-  for (std::uint32_t s = 0; s < kActivityRange; ++s) {
-    while (c < thresholds.size() && thresholds[c] <= s) ++c;
-    table[s] = static_cast<std::uint8_t>(c);
-  }
-  return table;
-}
-
-// Scales counts to frequencies summing to kProbScale, every present token at least 1. Starts from
-// rounding, then moves single units where they cost least (first-order code length change,
-// count / frequency, compared as integer cross products).
-void normalize(std::span<const std::uint64_t> counts, std::span<std::uint32_t> freq) {
-  std::uint64_t total = 0;
-  for (std::uint64_t c : counts) total += c;
-  std::uint32_t sum = 0;
-  for (std::size_t i = 0; i < counts.size(); ++i) {
-    freq[i] = 0;
-    if (counts[i] == 0) continue;
-    freq[i] = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (counts[i] * kProbScale + total / 2) / total));
-    sum += freq[i];
-  }
-  if (total == 0) return;
-  while (sum < kProbScale) {
-    std::size_t best = counts.size();
-    for (std::size_t i = 0; i < counts.size(); ++i) {
-      if (counts[i] == 0) continue;
-      if (best == counts.size() || counts[i] * (2 * freq[best] + 1) > counts[best] * (2 * freq[i] + 1)) best = i;
-    }
-    ++freq[best];
-    ++sum;
-  }
-  while (sum > kProbScale) {
-    std::size_t best = counts.size();
-    for (std::size_t i = 0; i < counts.size(); ++i) {
-      if (freq[i] <= 1) continue;
-      if (best == counts.size() || counts[i] * (2 * freq[best] - 1) < counts[best] * (2 * freq[i] - 1)) best = i;
-    }
-    --freq[best];
-    --sum;
-  }
-}
 
 std::uint32_t activity_2d(const std::uint8_t* t, std::size_t i, std::size_t x, std::size_t y, std::size_t width) {
   const std::uint32_t left = x > 0 ? t[i - 1] : 0;
@@ -138,82 +39,6 @@ std::uint32_t activity_1d(const std::uint8_t* t, std::size_t i) {
   const std::uint32_t t1 = i > 0 ? t[i - 1] : 0, t2 = i > 1 ? t[i - 2] : 0, t3 = i > 2 ? t[i - 3] : 0;
   return 3 * t1 + 2 * t2 + t3;
 }
-
-class BitWriter {
- public:
-  void put(std::uint32_t value, unsigned nbits) {
-    buf_ |= static_cast<std::uint64_t>(value) << count_;
-    count_ += nbits;
-    while (count_ >= 8) {
-      out_.push_back(static_cast<std::uint8_t>(buf_));
-      buf_ >>= 8;
-      count_ -= 8;
-    }
-  }
-  std::vector<std::uint8_t> finish() {
-    if (count_ > 0) out_.push_back(static_cast<std::uint8_t>(buf_));
-    return std::move(out_);
-  }
-
- private:
-  std::uint64_t buf_ = 0;
-  unsigned count_ = 0;
-  std::vector<std::uint8_t> out_;
-};
-
-// Reads the extra bits. Past the end it supplies zero bits and counts them, so the hot loop has no
-// error branch; finish() then tells whether the stream was consumed exactly.
-class BitReader {
- public:
-  explicit BitReader(std::span<const std::uint8_t> bytes)
-      : begin_(bytes.data()), p_(bytes.data()), end_(bytes.data() + bytes.size()) {}
-
-  std::uint32_t read(unsigned nbits) {  // nbits <= 32
-    if (count_ < nbits) refill();
-    const auto v = static_cast<std::uint32_t>(buf_ & ((std::uint64_t{1} << nbits) - 1));
-    buf_ >>= nbits;
-    count_ -= nbits;
-    return v;
-  }
-
-  bool consumed_exactly() const {
-    const std::uint64_t supplied = 8 * static_cast<std::uint64_t>(p_ - begin_) + padded_;
-    const std::uint64_t used = supplied - count_;
-    const std::uint64_t real = 8 * static_cast<std::uint64_t>(end_ - begin_);
-    return p_ == end_ && used <= real && real - used < 8 && buf_ == 0;
-  }
-
- private:
-  // Out of line: it runs once per ~4 bytes of extra bits, and keeping read() small lets the decoding
-  // loop inline it.
-  [[gnu::noinline]] void refill() {
-    if (end_ - p_ >= 8) {
-      std::uint64_t word = 0;
-      for (int k = 7; k >= 0; --k) word = (word << 8) | p_[k];
-      buf_ |= word << count_;
-      p_ += (63 - count_) >> 3;
-      count_ |= 56;
-      return;
-    }
-    while (count_ <= 56) {
-      std::uint64_t b = 0;
-      if (p_ < end_) {
-        b = *p_++;
-      } else {
-        padded_ += 8;
-      }
-      buf_ |= b << count_;
-      count_ += 8;
-    }
-  }
-
-  const std::uint8_t* begin_;
-  const std::uint8_t* p_;
-  const std::uint8_t* end_;
-  std::uint64_t buf_ = 0;
-  unsigned count_ = 0;
-  std::uint64_t padded_ = 0;
-};
 
 // Decoding tables: slot -> token per context, and per (context, token) the frequency (high 16 bits)
 // and the cumulative frequency (low 16 bits). The slot tables are bytes so that the contexts in use
@@ -411,15 +236,11 @@ void finish_ranks(std::uint32_t* p, std::size_t len, std::uint32_t max_rank, con
   bad |= over;
 }
 
-std::uint32_t read_u32le(const std::uint8_t* p) {
-  return p[0] | (std::uint32_t{p[1]} << 8) | (std::uint32_t{p[2]} << 16) | (std::uint32_t{p[3]} << 24);
-}
-
 }  // namespace
 
 std::vector<std::uint8_t> encode_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
                                       std::uint64_t alphabet_size) {
-  const TokenScheme scheme{kSplitExp, kMsbBits};
+  const TokenScheme scheme;
   const std::size_t n = ranks.size();
   const Layout layout(n, row_width);
   const std::uint32_t token_count = scheme.token_count(std::max<std::uint64_t>(alphabet_size, 1));
@@ -430,9 +251,8 @@ std::vector<std::uint8_t> encode_rans(std::span<const std::uint32_t> ranks, std:
     tokens[i] = static_cast<std::uint8_t>(scheme.token_of(ranks[i]));
   }
 
-  const std::span<const std::uint32_t> thresholds(kDefaultThresholds);
-  const ClassTable classes = class_table(thresholds);
-  const std::size_t context_count = thresholds.size() + 1;
+  const ClassTable classes = class_table(kDefaultThresholds);
+  const std::size_t context_count = kDefaultThresholds.size() + 1;
   std::vector<std::uint8_t> contexts(n);
   const std::uint8_t* t = tokens.data();
   for (std::size_t i = 0, x = 0, y = 0; i < n; ++i) {
@@ -451,26 +271,9 @@ std::vector<std::uint8_t> encode_rans(std::span<const std::uint32_t> ranks, std:
 
   std::vector<std::uint64_t> counts(context_count * kMaxTokens, 0);
   for (std::size_t i = 0; i < n; ++i) ++counts[contexts[i] * kMaxTokens + tokens[i]];
-  std::vector<std::uint32_t> freq(context_count * kMaxTokens, 0), cumul(context_count * kMaxTokens, 0);
-
+  const ContextModel model = build_model(counts, token_count);
   std::vector<std::uint8_t> out;
-  out.push_back(static_cast<std::uint8_t>(scheme.split_exp | (scheme.msb_bits << 4)));
-  out.push_back(static_cast<std::uint8_t>(context_count));
-  for (std::size_t c = 0; c < thresholds.size(); ++c) append_varint(thresholds[c] - (c == 0 ? 0 : thresholds[c - 1]), out);
-  for (std::size_t c = 0; c < context_count; ++c) {
-    const std::span<const std::uint64_t> cc(counts.data() + c * kMaxTokens, token_count);
-    const std::span<std::uint32_t> fc(freq.data() + c * kMaxTokens, token_count);
-    normalize(cc, fc);
-    std::size_t used = token_count;
-    while (used > 0 && fc[used - 1] == 0) --used;
-    append_varint(used, out);
-    std::uint32_t running = 0;
-    for (std::size_t k = 0; k < used; ++k) {
-      append_varint(fc[k], out);
-      cumul[c * kMaxTokens + k] = running;
-      running += fc[k];
-    }
-  }
+  write_model(model, out);
 
   BitWriter extras;
   for_each_in_decoding_order(layout, [&](std::size_t i, int) {
@@ -486,18 +289,10 @@ std::vector<std::uint8_t> encode_rans(std::span<const std::uint32_t> ranks, std:
   words.reserve(n / 4 + 16);
   for_each_in_reverse_decoding_order(layout, [&](std::size_t i, int lane) {
     const std::size_t k = contexts[i] * kMaxTokens + tokens[i];
-    const std::uint32_t f = freq[k];
-    std::uint32_t& x = state[lane];
-    if (std::uint64_t{x} >= (std::uint64_t{f} << (32 - kProbBits))) {
-      words.push_back(static_cast<std::uint16_t>(x));
-      x >>= 16;
-    }
-    x = ((x / f) << kProbBits) + (x % f) + cumul[k];
+    encode_step(state[lane], model.freq[k], model.cumul[k], words);
   });
   append_varint(8 + 2 * words.size(), out);
-  for (std::uint32_t x : state) {
-    for (int b = 0; b < 4; ++b) out.push_back(static_cast<std::uint8_t>(x >> (8 * b)));
-  }
+  for (std::uint32_t x : state) append_u32le(x, out);
   for (std::size_t w = words.size(); w-- > 0;) {
     out.push_back(static_cast<std::uint8_t>(words[w]));
     out.push_back(static_cast<std::uint8_t>(words[w] >> 8));
@@ -513,24 +308,9 @@ void decode_rans(std::span<const std::uint8_t> bytes, std::size_t row_width, std
   if (!symbol_of_rank.empty() && symbol_of_rank.size() != alphabet_size) {
     throw std::invalid_argument("decode_rans: symbol table size differs from the alphabet size");
   }
-  if (bytes.size() < 2) throw CodecError("rans coder: truncated header");
-  const TokenScheme scheme{bytes[0] & 0x0F, bytes[0] >> 4};
-  if (!scheme.valid()) throw CodecError("rans coder: bad token scheme");
-  const std::uint32_t token_count = scheme.token_count(std::max<std::uint64_t>(alphabet_size, 1));
-  if (token_count > kMaxTokens) throw CodecError("rans coder: token scheme too fine for the alphabet");
-  const std::size_t context_count = bytes[1];
-  if (context_count < 1 || context_count > kMaxContexts) throw CodecError("rans coder: bad context count");
-  std::size_t pos = 2;
-
-  std::array<std::uint32_t, kMaxContexts - 1> thresholds{};
-  std::uint64_t level = 0;
-  for (std::size_t c = 0; c + 1 < context_count; ++c) {
-    const std::uint64_t delta = read_varint(bytes, pos);
-    if (delta == 0 || delta >= kActivityRange - level) throw CodecError("rans coder: bad context thresholds");
-    level += delta;
-    thresholds[c] = static_cast<std::uint32_t>(level);
-  }
-  const ClassTable classes = class_table(std::span(thresholds.data(), context_count - 1));
+  std::size_t pos = 0;
+  const ContextModel model = read_model(bytes, pos, alphabet_size);
+  const ClassTable classes = class_table(model.threshold_span());
 
   // Ranks are checked against this after each row rather than in the hot loop.
   const auto max_rank = static_cast<std::uint32_t>(std::min<std::uint64_t>(alphabet_size, std::uint64_t{1} << 32) - 1);
@@ -541,27 +321,21 @@ void decode_rans(std::span<const std::uint8_t> bytes, std::size_t row_width, std
   tables.base.fill(0);
   tables.extra_bits.fill(0);
   std::copy(classes.begin(), classes.end(), tables.context_of.begin());
-  for (std::uint32_t k = 0; k < token_count; ++k) scheme.describe(k, tables.base[k], tables.extra_bits[k]);
-  for (std::size_t c = 0; c < context_count; ++c) {
+  for (std::uint32_t k = 0; k < model.token_count; ++k) model.scheme.describe(k, tables.base[k], tables.extra_bits[k]);
+  for (std::size_t c = 0; c < model.contexts; ++c) {
     std::uint8_t* slots = tables.tokens.data() + c * kProbScale;
     std::uint32_t* freq_cumul = tables.freq_cumul.data() + c * kMaxTokens;
-    const std::uint64_t used = read_varint(bytes, pos);
-    if (used > token_count) throw CodecError("rans coder: frequency table longer than the token range");
-    if (used == 0) {
+    const std::uint32_t* f = model.freq.data() + c * kMaxTokens;
+    const std::uint32_t* cu = model.cumul.data() + c * kMaxTokens;
+    if (std::all_of(f, f + model.token_count, [](std::uint32_t v) { return v == 0; })) {
       // A context the encoder never used: no valid stream reaches it; make it decode safely anyway.
-      std::fill(slots, slots + kProbScale, std::uint8_t{0});
       freq_cumul[0] = kProbScale << 16;
       continue;
     }
-    std::uint32_t running = 0;
-    for (std::uint32_t k = 0; k < used; ++k) {
-      const std::uint64_t f = read_varint(bytes, pos);
-      if (f > kProbScale - running || (k + 1 == used && f == 0)) throw CodecError("rans coder: bad frequency table");
-      std::fill(slots + running, slots + running + f, static_cast<std::uint8_t>(k));
-      freq_cumul[k] = static_cast<std::uint32_t>(f << 16) | running;
-      running += static_cast<std::uint32_t>(f);
+    for (std::uint32_t k = 0; k < model.token_count; ++k) {
+      std::fill(slots + cu[k], slots + cu[k] + f[k], static_cast<std::uint8_t>(k));
+      freq_cumul[k] = (f[k] << 16) | cu[k];
     }
-    if (running != kProbScale) throw CodecError("rans coder: frequencies do not sum to the scale");
   }
 
   const std::uint64_t stream_size = read_varint(bytes, pos);

@@ -1,0 +1,154 @@
+#pragma once
+// The context model that both static rANS coders share (rans_coder.cpp, striped_rans.cpp): ranks
+// become tokens and raw extra bits, tokens are coded with one frequency table per context, the
+// context is a class of an "activity" summed from already decoded neighbour tokens. Internal to
+// codecs/: not an entropy coder of its own.
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tezip::codecs::rans {
+
+inline constexpr int kProbBits = 11;
+inline constexpr std::uint32_t kProbScale = std::uint32_t{1} << kProbBits;
+inline constexpr std::uint32_t kSlotMask = kProbScale - 1;
+inline constexpr std::uint32_t kStateLow = std::uint32_t{1} << 16;  // states live in [kStateLow, 2^32)
+inline constexpr int kMaxTokens = 128;                               // a token fits in 7 bits of a table entry
+inline constexpr int kMaxContexts = 16;
+// Activity is 2 left + 2 up + up-left + up-right tokens (or 3 + 2 + 1 of the last three in 1-D).
+inline constexpr std::uint32_t kActivityRange = 6 * (kMaxTokens - 1) + 1;
+
+// Ranks below 2^split are tokens of their own; above, the token is the exponent and the top `msb`
+// mantissa bits, the lower mantissa bits go raw (JPEG XL's hybrid integers). Measured on Laplacian
+// residuals (bits/symbol at scales 0.3, 1, 30): split 4 / msb 2 gives 1.736, 3.305, 8.218; msb 1
+// costs 0.4% at scale 30, split 3 or 5 no better. 4 / 2 is also the finest whose tokens fit in 7 bits.
+struct TokenScheme {
+  int split_exp = 4;
+  int msb_bits = 2;
+
+  bool valid() const { return split_exp >= 0 && split_exp <= 8 && msb_bits >= 0 && msb_bits <= split_exp; }
+  std::uint8_t byte() const { return static_cast<std::uint8_t>(split_exp | (msb_bits << 4)); }
+  static TokenScheme from_byte(std::uint8_t b) { return {b & 0x0F, b >> 4}; }
+
+  std::uint32_t token_of(std::uint32_t rank) const {
+    if (rank < (std::uint32_t{1} << split_exp)) return rank;
+    const int n = std::bit_width(rank) - 1;
+    const std::uint32_t msb = (rank >> (n - msb_bits)) & ((std::uint32_t{1} << msb_bits) - 1);
+    return (std::uint32_t{1} << split_exp) + (static_cast<std::uint32_t>(n - split_exp) << msb_bits) + msb;
+  }
+
+  // Tokens an alphabet of this size can produce (ranks are 32-bit, so the alphabet is capped there).
+  std::uint32_t token_count(std::uint64_t alphabet_size) const;
+  // The smallest rank of `token` and the number of raw bits that follow it.
+  void describe(std::uint32_t token, std::uint32_t& base, std::uint8_t& extra_bits) const;
+};
+
+// Where each context starts on the activity scale: about half-octave steps of the neighbours' mean
+// token, fine at the low end where most residuals are.
+inline constexpr std::array<std::uint32_t, 15> kDefaultThresholds = {1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80, 112, 160, 224};
+
+using ClassTable = std::array<std::uint8_t, kActivityRange>;  // activity -> context
+ClassTable class_table(std::span<const std::uint32_t> thresholds);
+
+// The frequency tables of a stream: what the header stores.
+struct ContextModel {
+  TokenScheme scheme;
+  std::uint32_t token_count = 0;
+  std::size_t contexts = 0;
+  std::array<std::uint32_t, kMaxContexts - 1> thresholds{};  // contexts - 1 of them, increasing
+  std::vector<std::uint32_t> freq;                            // [context * kMaxTokens + token], each context sums to kProbScale or is all 0
+  std::vector<std::uint32_t> cumul;                           // the same layout, running sums
+
+  std::span<const std::uint32_t> threshold_span() const { return {thresholds.data(), contexts - 1}; }
+};
+
+// The model of the default scheme and thresholds for `counts` ([context * kMaxTokens + token]).
+ContextModel build_model(std::span<const std::uint64_t> counts, std::uint32_t token_count);
+// Appends scheme byte, context count, thresholds and frequency tables.
+void write_model(const ContextModel& model, std::vector<std::uint8_t>& out);
+// Reads what write_model wrote at `pos` and advances it; throws CodecError on anything it cannot
+// have written, or on a scheme too fine for an alphabet of `alphabet_size`.
+ContextModel read_model(std::span<const std::uint8_t> bytes, std::size_t& pos, std::uint64_t alphabet_size);
+
+// Scales counts to frequencies summing to kProbScale, every present token at least 1.
+void normalize(std::span<const std::uint64_t> counts, std::span<std::uint32_t> freq);
+
+// Writes raw bits LSB first.
+class BitWriter {
+ public:
+  void put(std::uint32_t value, unsigned nbits) {
+    buf_ |= static_cast<std::uint64_t>(value) << count_;
+    count_ += nbits;
+    while (count_ >= 8) {
+      out_.push_back(static_cast<std::uint8_t>(buf_));
+      buf_ >>= 8;
+      count_ -= 8;
+    }
+  }
+  std::vector<std::uint8_t> finish() {
+    if (count_ > 0) out_.push_back(static_cast<std::uint8_t>(buf_));
+    return std::move(out_);
+  }
+
+ private:
+  std::uint64_t buf_ = 0;
+  unsigned count_ = 0;
+  std::vector<std::uint8_t> out_;
+};
+
+// Reads the extra bits. Past the end it supplies zero bits and counts them, so the hot loop has no
+// error branch; consumed_exactly() then tells whether the stream was consumed exactly.
+class BitReader {
+ public:
+  explicit BitReader(std::span<const std::uint8_t> bytes)
+      : begin_(bytes.data()), p_(bytes.data()), end_(bytes.data() + bytes.size()) {}
+
+  std::uint32_t read(unsigned nbits) {  // nbits <= 32
+    if (count_ < nbits) refill();
+    const auto v = static_cast<std::uint32_t>(buf_ & ((std::uint64_t{1} << nbits) - 1));
+    buf_ >>= nbits;
+    count_ -= nbits;
+    return v;
+  }
+
+  bool consumed_exactly() const {
+    const std::uint64_t supplied = 8 * static_cast<std::uint64_t>(p_ - begin_) + padded_;
+    const std::uint64_t used = supplied - count_;
+    const std::uint64_t real = 8 * static_cast<std::uint64_t>(end_ - begin_);
+    return p_ == end_ && used <= real && real - used < 8 && buf_ == 0;
+  }
+
+ private:
+  // Out of line: it runs once per ~4 bytes of extra bits, and keeping read() small lets the decoding
+  // loops inline it.
+  [[gnu::noinline]] void refill();
+
+  const std::uint8_t* begin_;
+  const std::uint8_t* p_;
+  const std::uint8_t* end_;
+  std::uint64_t buf_ = 0;
+  unsigned count_ = 0;
+  std::uint64_t padded_ = 0;
+};
+
+inline std::uint32_t read_u32le(const std::uint8_t* p) {
+  return p[0] | (std::uint32_t{p[1]} << 8) | (std::uint32_t{p[2]} << 16) | (std::uint32_t{p[3]} << 24);
+}
+inline void append_u32le(std::uint32_t x, std::vector<std::uint8_t>& out) {
+  for (int b = 0; b < 4; ++b) out.push_back(static_cast<std::uint8_t>(x >> (8 * b)));
+}
+
+// One rANS encoding step of a symbol with frequency f and cumulative frequency c: emits at most one
+// 16-bit word into `words` (collected in reverse: the caller flips them).
+inline void encode_step(std::uint32_t& x, std::uint32_t f, std::uint32_t c, std::vector<std::uint16_t>& words) {
+  if (std::uint64_t{x} >= (std::uint64_t{f} << (32 - kProbBits))) {
+    words.push_back(static_cast<std::uint16_t>(x));
+    x >>= 16;
+  }
+  x = ((x / f) << kProbBits) + (x % f) + c;
+}
+
+}  // namespace tezip::codecs::rans
