@@ -13,6 +13,7 @@
 #include "codecs/range_coder.hpp"
 #include "codecs/rans_coder.hpp"
 #include "codecs/rank_remap.hpp"
+#include "codecs/striped_rans.hpp"
 
 // Layout: 1 byte coder kind, varint symbol count, rank table, payload to the end.
 // A chunk with fewer than two distinct symbols has an empty payload: the table says it all.
@@ -73,6 +74,7 @@ struct CoderEntry {
 constexpr CoderEntry kCoders[] = {
     {EntropyCoderKind::Zstd, "zstd"},
     {EntropyCoderKind::Rans, "rans"},
+    {EntropyCoderKind::StripedRans, "rans-striped"},
     {EntropyCoderKind::Adaptive, "adaptive"},
 };
 constexpr std::array<EntropyCoderKind, std::size(kCoders)> kCoderKinds = [] {
@@ -127,9 +129,12 @@ std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols,
     };
     std::vector<std::uint8_t> rans_payload;
     if (options.allow_rans) {
-      rans_payload = encode_rans(remap.ranks, row_width, remap.rank_to_symbol.size());
+      // Rows go to the striped coder, which SIMD kernels decode; 1-D streams to the 2-lane one.
+      const bool rows = row_width > 0 && symbols.size() % row_width == 0;
+      rans_payload = rows ? encode_striped_rans(remap.ranks, row_width, options.segment_rows, remap.rank_to_symbol.size())
+                          : encode_rans(remap.ranks, row_width, remap.rank_to_symbol.size());
       local.rans_bytes = header.size() + rans_payload.size();
-      consider(rans_payload, EntropyCoderKind::Rans);
+      consider(rans_payload, rows ? EntropyCoderKind::StripedRans : EntropyCoderKind::Rans);
     }
     std::vector<std::uint8_t> adaptive_payload;
     if (options.allow_adaptive) {
@@ -171,6 +176,9 @@ void decode_mapped(std::span<const std::uint8_t> bytes, std::size_t row_width, s
   } else if (kind == static_cast<std::uint8_t>(EntropyCoderKind::Rans)) {
     decode_rans(payload, row_width, table.size(), out, table);  // maps ranks to symbols itself
     return;
+  } else if (kind == static_cast<std::uint8_t>(EntropyCoderKind::StripedRans)) {
+    decode_striped_rans(payload, row_width, table.size(), out, table);
+    return;
   } else {
     decode_adaptive(payload, row_width, table.size(), out);
   }
@@ -185,10 +193,55 @@ void decode_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, 
   decode_mapped(bytes, row_width, out, [](std::uint32_t v) { return v; });
 }
 
+struct SignedSymbolReader::State {
+  std::unique_ptr<StripedRansDecoder> striped;  // or:
+  std::vector<std::int32_t> all;
+  std::size_t count = 0, done = 0;
+};
+
+SignedSymbolReader::SignedSymbolReader(std::span<const std::uint8_t> bytes, std::size_t row_width, std::size_t count)
+    : s_(std::make_unique<State>()) {
+  s_->count = count;
+  const auto unzig = [](std::uint32_t v) { return static_cast<std::uint32_t>(unzigzag(v)); };
+  if (!bytes.empty() && bytes[0] == static_cast<std::uint8_t>(EntropyCoderKind::StripedRans)) {
+    std::size_t pos = 1;
+    if (read_varint(bytes, pos) != count) throw CodecError("symbol stream: symbol count differs from the expected count");
+    std::vector<std::uint32_t> table = read_rank_table(bytes, pos, count);
+    for (auto& v : table) v = unzig(v);
+    if (table.size() >= 2) {
+      s_->striped = std::make_unique<StripedRansDecoder>(bytes.subspan(pos), row_width, count, table.size(), table);
+      return;
+    }
+  }
+  s_->all.resize(count);
+  const std::span<std::uint32_t> raw(reinterpret_cast<std::uint32_t*>(s_->all.data()), count);
+  decode_mapped(bytes, row_width, raw, unzig);
+}
+
+SignedSymbolReader::~SignedSymbolReader() = default;
+SignedSymbolReader::SignedSymbolReader(SignedSymbolReader&&) noexcept = default;
+SignedSymbolReader& SignedSymbolReader::operator=(SignedSymbolReader&&) noexcept = default;
+
+void SignedSymbolReader::read(std::span<std::int32_t> out) {
+  State& s = *s_;
+  if (out.size() > s.count - s.done) throw std::invalid_argument("SignedSymbolReader: read past the end");
+  if (s.striped) {
+    s.striped->decode(std::span(reinterpret_cast<std::uint32_t*>(out.data()), out.size()));
+  } else {
+    std::copy_n(s.all.begin() + static_cast<std::ptrdiff_t>(s.done), out.size(), out.begin());
+  }
+  s.done += out.size();
+}
+
+void SignedSymbolReader::finish() {
+  if (s_->done != s_->count) throw std::logic_error("SignedSymbolReader: finished before the last symbol");
+  if (s_->striped) s_->striped->finish();
+}
+
 void decode_signed_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, std::span<std::int32_t> out) {
-  // Same width and representation: the decoder writes the two's-complement bits of each value.
-  const std::span<std::uint32_t> raw(reinterpret_cast<std::uint32_t*>(out.data()), out.size());
-  decode_mapped(bytes, row_width, raw, [](std::uint32_t v) { return static_cast<std::uint32_t>(unzigzag(v)); });
+  SignedSymbolReader reader(bytes, row_width, out.size());
+  reader.read(out);
+  reader.finish();
 }
 
 }  // namespace tezip::codecs

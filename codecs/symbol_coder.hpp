@@ -1,18 +1,21 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 namespace tezip::codecs {
 
-enum class EntropyCoderKind : std::uint8_t { Zstd = 1, Adaptive = 2, Rans = 3 };
+// Rans: 2 interleaved states (1-D streams, and 2-D streams of archives before StripedRans);
+// StripedRans: up to 32 stripes of rows, decoded 8 or 16 at a time by SIMD kernels.
+enum class EntropyCoderKind : std::uint8_t { Zstd = 1, Adaptive = 2, Rans = 3, StripedRans = 4 };
 
 // The entropy coders, in the order `tezip info` lists them: with encode_symbols and decode_symbols
 // below, the one place that knows which coders exist (a new coder is added here, in
 // symbol_coder.cpp, and nowhere else).
 std::span<const EntropyCoderKind> entropy_coders();
-// "zstd", "rans", "adaptive"; "?" for a value no coder has.
+// "zstd", "rans", "rans-striped", "adaptive"; "?" for a value no coder has.
 const char* coder_name(EntropyCoderKind kind);
 // Whether a byte read from a file names one of entropy_coders().
 bool is_entropy_coder(std::uint8_t kind);
@@ -21,6 +24,9 @@ struct SymbolCoderOptions {
   int zstd_level = 3;          // 1..22
   bool allow_adaptive = true;  // try the adaptive context coder too and keep the smaller
   bool allow_rans = true;      // try the static context rANS coder too (decodes several times faster)
+  // Rows per segment for the striped rANS coder (a plane, so that a SymbolReader delivers plane by
+  // plane); 0: the whole stream is one segment.
+  std::size_t segment_rows = 0;
 };
 
 struct SymbolCoderStats {
@@ -43,5 +49,25 @@ void decode_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, 
 // The same for streams of zigzagged signed values: `out` receives them already unzigzagged (the
 // small rank table is mapped, not every symbol).
 void decode_signed_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, std::span<std::int32_t> out);
+
+// Reads a stream of zigzagged signed values, written by encode_symbols, piece by piece and in order:
+// a striped rANS stream decodes segment by segment straight into the caller's buffer (a plane still
+// in cache for what comes next), the other coders decode all of it on construction. Throws
+// CodecError like decode_signed_symbols; finish() checks that the stream was consumed exactly.
+class SignedSymbolReader {
+ public:
+  SignedSymbolReader(std::span<const std::uint8_t> bytes, std::size_t row_width, std::size_t count);
+  ~SignedSymbolReader();
+  SignedSymbolReader(SignedSymbolReader&&) noexcept;
+  SignedSymbolReader& operator=(SignedSymbolReader&&) noexcept;
+
+  // The next out.size() values (for striped streams, whole segments or up to the end).
+  void read(std::span<std::int32_t> out);
+  void finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 }  // namespace tezip::codecs

@@ -102,6 +102,7 @@ std::vector<std::uint8_t> serialize(const GopSymbols& g, const FrameShape& shape
   options.zstd_level = settings.zstd_level;
   options.allow_adaptive = settings.adaptive_coder;
   options.allow_rans = settings.rans_coder;
+  options.segment_rows = shape.height;  // a plane: the decoder takes the symbols plane by plane
   codecs::SymbolCoderStats coder_stats;
   const auto symbols = codecs::encode_symbols(zigzag_all(g.symbols), shape.width, options, &coder_stats);
   const auto values = codecs::encode_symbols(zigzag_all(g.run_values), 0, options);
@@ -304,8 +305,10 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   std::vector<GopSymbols> coded(chunks.size());
   std::vector<GopFrames> frames(chunks.size());
-  std::vector<std::size_t> symbol_pos(chunks.size(), 0), run_pos(chunks.size(), 0);
+  std::vector<std::size_t> run_pos(chunks.size(), 0);
   std::vector<codecs::LiteralCursor> literals;
+  std::vector<codecs::SignedSymbolReader> readers;
+  readers.reserve(chunks.size());
 
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     ByteReader in(chunks[g], "chunk");
@@ -337,10 +340,9 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
           symbol_count += plane_size;
         }
       }
-    // Symbols decode in place (zigzagged, then mapped back), and nothing beyond the coded streams is
-    // allocated until they have decoded: a small hostile chunk cannot claim gigabytes for free.
-    s.symbols.resize(symbol_count);
-    codecs::decode_signed_symbols(in.blob(), shape.width, s.symbols);
+    // The plane symbols decode plane by plane when the plane is reconstructed (striped rANS), while
+    // they are in cache; the small streams below decode now.
+    readers.emplace_back(in.blob(), shape.width, symbol_count);
     s.run_values.resize(run_count);
     codecs::decode_signed_symbols(in.blob(), 0, s.run_values);
     s.run_lengths.resize(run_count);
@@ -368,6 +370,7 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
 
   std::vector<std::size_t> map_pos(chunks.size(), 0);
   std::vector<std::uint16_t> blended(plane_size);
+  std::vector<std::int32_t, DefaultInitAllocator<std::int32_t>> plane_symbols(plane_size);
   const std::size_t map_size = codecs::forecast_block_count(shape.width, shape.height);
   auto decode_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
     GopSymbols& s = coded[g];
@@ -388,8 +391,8 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
       run_pos[g] += record.run_count;
       return;
     }
-    const std::span<std::int32_t> symbols(s.symbols.data() + symbol_pos[g], plane_size);
-    symbol_pos[g] += plane_size;
+    const std::span<std::int32_t> symbols(plane_symbols);
+    readers[g].read(symbols);
     if (forecast.empty() || (record.mode & ~kBlockMapFlag) == kIntraPlane) {
       codecs::dequantize_plane_intra(symbols, shape.width, bound, recon, literals[g]);
     } else {
@@ -405,8 +408,10 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
   }
   run_lockstep(predictor, shape, states, frame_counts, decode_plane,
                [&](std::size_t g, std::size_t t) { return std::span<const std::uint16_t>(frames[g][t]); });
-  for (std::size_t g = 0; g < chunks.size(); ++g)
+  for (std::size_t g = 0; g < chunks.size(); ++g) {
+    readers[g].finish();
     if (!literals[g].exhausted()) throw DataError("chunk: unused escape literals");
+  }
   return frames;
 }
 

@@ -145,9 +145,16 @@ TEST_CASE("symbol coder picks rANS when smallest and round-trips it", "[codecs][
   const auto bytes = encode_symbols(ranks, 128, {.allow_adaptive = false}, &stats);
   REQUIRE(stats.rans_bytes > 0);
   REQUIRE(stats.adaptive_bytes == 0);
-  REQUIRE(stats.chosen == EntropyCoderKind::Rans);
+  // Whole rows go to the striped coder, 1-D streams to the 2-lane one.
+  REQUIRE(stats.chosen == EntropyCoderKind::StripedRans);
   REQUIRE(bytes.size() == stats.rans_bytes);
-  REQUIRE(bytes[0] == static_cast<std::uint8_t>(EntropyCoderKind::Rans));
+  REQUIRE(bytes[0] == static_cast<std::uint8_t>(EntropyCoderKind::StripedRans));
+  SymbolCoderStats one_d;
+  const auto flat = encode_symbols(ranks, 0, {.allow_adaptive = false}, &one_d);
+  REQUIRE(one_d.chosen == EntropyCoderKind::Rans);
+  std::vector<std::uint32_t> flat_back(ranks.size());
+  decode_symbols(flat, 0, flat_back);
+  REQUIRE(flat_back == ranks);
   std::vector<std::uint32_t> back(ranks.size());
   decode_symbols(bytes, 128, back);
   REQUIRE(back == ranks);

@@ -1,0 +1,548 @@
+#include "codecs/striped_rans.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TEZIP_HAVE_AVX2_KERNEL 1
+#endif
+
+#include "codecs/codec_error.hpp"
+#include "codecs/rank_remap.hpp"
+#include "codecs/rans_model.hpp"
+
+// Layout of an encode_striped_rans output:
+//   model   the context model (rans_model.cpp)
+//   u8      stripe count L, 1..kMaxLanes; the R rows are cut into stripes, stripe l holding rows
+//           [floor(l R / L), floor((l + 1) R / L))
+//   L x u32 the final rANS state of each stripe (little-endian)
+//   G       varints (G = ceil(L / 8)): the byte size of each group's word stream
+//   G       word streams: 16-bit little-endian words in the order group g's stripes read them
+//   rest    the extra bits, LSB first, zero padded to a byte
+// Decoding order: for each row r of a stripe, for each column x, for each stripe l that has a row
+// r (in increasing l): the symbol at row (start of l) + r, column x. The stripes of group
+// g = l / 8 take their renormalization words from word stream g in that order. The extra bits
+// follow per row r, per stripe l, per column x: each stripe's row after its tokens.
+// Contexts: as in rans_coder.cpp, with the upper row of a stripe's first row all zero.
+
+namespace tezip::codecs {
+namespace {
+
+using namespace rans;
+
+constexpr std::size_t kMaxLanes = 32;
+constexpr std::size_t kGroup = 8;  // stripes per word stream: one 256-bit vector of 32-bit states
+constexpr std::size_t kMaxGroups = kMaxLanes / kGroup;
+
+// The stripes of R rows and their lengths, which differ by at most one.
+struct Stripes {
+  std::size_t lanes = 1, rows = 0, width = 1;
+  std::array<std::size_t, kMaxLanes + 1> start{};
+  std::size_t shortest = 0, longest = 0;
+
+  Stripes(std::size_t lane_count, std::size_t row_count, std::size_t row_width)
+      : lanes(lane_count), rows(row_count), width(row_width) {
+    for (std::size_t l = 0; l <= lanes; ++l) start[l] = l * rows / lanes;
+    shortest = rows / lanes;
+    longest = shortest + (rows % lanes != 0 ? 1 : 0);
+  }
+  std::size_t length(std::size_t l) const { return start[l + 1] - start[l]; }
+  std::size_t groups() const { return (lanes + kGroup - 1) / kGroup; }
+};
+
+// Decoding tables. One 32-bit entry per (context, slot): the token (bits 0-6), slot minus the
+// token's cumulative frequency (bits 7-17) and the token's frequency (bits 20-31), so that a symbol
+// costs one table load after the context's.
+struct Tables {
+  std::array<std::uint32_t, kMaxContexts * kProbScale> entries;
+  std::array<std::uint32_t, kActivityRange> context_base;  // activity -> context << kProbBits
+  std::array<std::uint32_t, kMaxTokens> base;
+  std::array<std::uint32_t, kMaxTokens> extra_bits;
+};
+
+
+constexpr std::uint32_t entry(std::uint32_t token, std::uint32_t offset, std::uint32_t freq) {
+  return token | (offset << 7) | (freq << 20);
+}
+
+struct LaneStates {
+  std::array<std::uint32_t, kMaxLanes> x{};
+  std::array<const std::uint8_t*, kMaxGroups> p{};
+  std::array<const std::uint8_t*, kMaxGroups> end{};
+  bool overrun = false;
+};
+
+// The extra bits, read at a bit position rather than through a shift register: each read is an
+// independent unaligned load, and the only dependency from one symbol to the next is the position.
+class ExtraBits {
+ public:
+  explicit ExtraBits(std::span<const std::uint8_t> bytes) : p_(bytes.data()), size_(bytes.size()) {}
+
+  // Whether `bits` more bits can be read by read_fast.
+  bool room_for(std::uint64_t bits) const { return (pos_ + bits) / 8 + 8 <= size_; }
+  // n <= 32 bits at the position (the caller checked room_for).
+  std::uint32_t read_fast(unsigned n) {
+    std::uint64_t word;
+    std::memcpy(&word, p_ + (pos_ >> 3), 8);
+    const auto v = static_cast<std::uint32_t>((word >> (pos_ & 7)) & ((std::uint64_t{1} << n) - 1));
+    pos_ += n;
+    return v;
+  }
+  // The same near the end: bytes past it read as zero (and consumed_exactly() then fails).
+  std::uint32_t read_checked(unsigned n) {
+    std::uint64_t word = 0;
+    for (std::size_t k = 0; k < 8; ++k) {
+      const std::uint64_t at = (pos_ >> 3) + k;
+      if (at < size_) word |= std::uint64_t{p_[at]} << (8 * k);
+    }
+    const auto v = static_cast<std::uint32_t>((word >> (pos_ & 7)) & ((std::uint64_t{1} << n) - 1));
+    pos_ += n;
+    return v;
+  }
+  // Every bit read, the rest of the last byte zero, nothing after it.
+  bool consumed_exactly() const {
+    const std::uint64_t total = 8 * std::uint64_t{size_};
+    if (pos_ > total || total - pos_ >= 8) return false;
+    return pos_ % 8 == 0 || (p_[pos_ >> 3] >> (pos_ & 7)) == 0;
+  }
+
+ private:
+  const std::uint8_t* p_;
+  std::size_t size_;
+  std::uint64_t pos_ = 0;
+};
+
+// Extra bits and the rank -> symbol map of one stripe's row: `tokens` strided by `stride`.
+template <bool kFast, bool kMapped>
+std::uint32_t finish_row(const Tables& t, const std::uint16_t* tokens, std::size_t stride, std::size_t width,
+                         ExtraBits& bits, std::uint32_t max_rank, const std::uint32_t* symbols, std::uint32_t* out) {
+  std::uint32_t bad = 0;
+  ExtraBits b = bits;
+  for (std::size_t x = 0; x < width; ++x) {
+    const std::uint32_t token = tokens[x * stride];
+    const std::uint32_t n = t.extra_bits[token];
+    const std::uint32_t v = t.base[token] + (kFast ? b.read_fast(n) : b.read_checked(n));
+    bad |= static_cast<std::uint32_t>(v > max_rank);
+    if constexpr (kMapped) {
+      out[x] = symbols[std::min(v, max_rank)];
+    } else {
+      out[x] = v;
+    }
+  }
+  bits = b;
+  return bad;
+}
+
+// Tokens of one row step, interleaved [column + 1][lane] with a zero column on each side, and the
+// upper-row part of each next activity, [column][lane].
+struct RowBuffers {
+  std::vector<std::uint16_t> tokens, above;
+  RowBuffers(std::size_t width, std::size_t lanes) : tokens((width + 2) * lanes, 0), above(width * lanes, 0) {}
+};
+
+void next_above(const RowBuffers& b, std::size_t lanes, std::vector<std::uint16_t>& above) {
+  const std::uint16_t* t = b.tokens.data() + lanes;
+  for (std::size_t j = 0; j < above.size(); ++j)
+    above[j] = static_cast<std::uint16_t>(t[j - lanes] + 2 * t[j] + t[j + lanes]);
+}
+
+// One row step of the stripes in [0, lanes) that are active, in the portable way. Checked: a word
+// past the end of a stream reads as zero and sets `overrun`.
+void decode_row_portable(const Tables& t, const std::uint16_t* above, std::uint16_t* tokens, std::size_t width,
+                         std::size_t lanes, const std::uint32_t* active, LaneStates& s) {
+  std::array<std::uint32_t, kMaxLanes> left{};
+  for (std::size_t i = 0; i < width; ++i) {
+    const std::uint16_t* ab = above + i * lanes;
+    std::uint16_t* tk = tokens + (i + 1) * lanes;
+    for (std::size_t l = 0; l < lanes; ++l) {
+      if (!active[l]) {
+        tk[l] = 0;
+        continue;
+      }
+      std::uint32_t& x = s.x[l];
+      const std::uint32_t e = t.entries[t.context_base[ab[l] + 2 * left[l]] + (x & kSlotMask)];
+      const std::uint32_t token = e & 0x7F;
+      x = (e >> 20) * (x >> kProbBits) + ((e >> 7) & kSlotMask);
+      if (x < kStateLow) {
+        const std::size_t g = l / kGroup;
+        std::uint32_t w = 0;
+        if (s.end[g] - s.p[g] >= 2) {
+          w = s.p[g][0] | (std::uint32_t{s.p[g][1]} << 8);
+          s.p[g] += 2;
+        } else {
+          s.overrun = true;
+        }
+        x = (x << 16) | w;
+      }
+      left[l] = token;
+      tk[l] = static_cast<std::uint16_t>(token);
+    }
+  }
+}
+
+#ifdef TEZIP_HAVE_AVX2_KERNEL
+// For each mask of the lanes that renormalize, which of the 8 loaded words each lane takes: lane j
+// takes the word after those of the set lanes below it.
+struct WordPermutations {
+  alignas(32) std::array<std::array<std::int32_t, 8>, 256> index{};
+  constexpr WordPermutations() {
+    for (int m = 0; m < 256; ++m) {
+      int k = 0;
+      for (int j = 0; j < 8; ++j)
+        if (m & (1 << j)) index[m][j] = k++;
+    }
+  }
+};
+constexpr WordPermutations kWordPermutations;
+
+// One row step of 8 * G stripes, all active. The caller made sure that each word stream holds at
+// least 16 * width + 16 more bytes, so that the 16-byte word loads stay in bounds unchecked.
+template <int G>
+[[gnu::target("avx2,popcnt")]] void decode_row_avx2(const Tables& t, const std::uint16_t* above, std::uint16_t* tokens,
+                                                   std::size_t width, LaneStates& s) {
+  constexpr std::size_t L = kGroup * G;
+  __m256i x[G], left[G];
+  const std::uint8_t* p[G];
+  for (int g = 0; g < G; ++g) {
+    x[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.x.data() + kGroup * g));
+    left[g] = _mm256_setzero_si256();
+    p[g] = s.p[g];
+  }
+  const __m256i slot_mask = _mm256_set1_epi32(kSlotMask), token_mask = _mm256_set1_epi32(0x7F);
+  const __m256i zero = _mm256_setzero_si256();
+  const int* entries = reinterpret_cast<const int*>(t.entries.data());
+  const int* context_base = reinterpret_cast<const int*>(t.context_base.data());
+  for (std::size_t i = 0; i < width; ++i) {
+    const std::uint16_t* ab = above + i * L;
+    for (int g = 0; g < G; ++g) {
+      const __m256i up = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab + kGroup * g)));
+      const __m256i activity = _mm256_add_epi32(up, _mm256_slli_epi32(left[g], 1));
+      const __m256i cb = _mm256_i32gather_epi32(context_base, activity, 4);
+      const __m256i e = _mm256_i32gather_epi32(entries, _mm256_add_epi32(cb, _mm256_and_si256(x[g], slot_mask)), 4);
+      left[g] = _mm256_and_si256(e, token_mask);
+      const __m256i xn = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_srli_epi32(e, 20), _mm256_srli_epi32(x[g], kProbBits)),
+                                          _mm256_and_si256(_mm256_srli_epi32(e, 7), slot_mask));
+      const __m256i need = _mm256_cmpeq_epi32(_mm256_srli_epi32(xn, 16), zero);
+      const unsigned m = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(need)));
+      const __m256i words = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g])));
+      const __m256i perm = _mm256_load_si256(reinterpret_cast<const __m256i*>(kWordPermutations.index[m].data()));
+      const __m256i w = _mm256_permutevar8x32_epi32(words, perm);
+      x[g] = _mm256_blendv_epi8(xn, _mm256_or_si256(_mm256_slli_epi32(xn, 16), w), need);
+      p[g] += 2 * std::popcount(m);
+    }
+    std::uint16_t* tk = tokens + (i + 1) * L;
+    if constexpr (G == 2) {
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(left[0], left[1]), 0xD8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(tk), packed);
+    } else {
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(left[0], left[0]), 0xD8);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(tk), _mm256_castsi256_si128(packed));
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.x.data() + kGroup * g), x[g]);
+    s.p[g] = p[g];
+  }
+}
+#endif
+
+}  // namespace
+
+std::size_t striped_rans_lanes(std::size_t rows, std::size_t row_width) {
+  // Each stripe costs its 4-byte final state and, per segment, a first row without upper context:
+  // 16 stripes (two vectors, whose gathers overlap) once each has 8 rows, 8 from 8 rows, else one.
+  (void)row_width;
+  if (rows >= 16 * 8) return 16;
+  if (rows >= 8 * 8) return 8;
+  return 1;
+}
+
+std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
+                                              std::size_t segment_rows, std::uint64_t alphabet_size) {
+  if (row_width == 0 || ranks.size() % row_width != 0) {
+    throw std::invalid_argument("encode_striped_rans: the symbols are not whole rows");
+  }
+  const TokenScheme scheme;
+  const std::size_t n = ranks.size(), width = row_width, rows = n / width;
+  if (segment_rows == 0 || segment_rows > rows) segment_rows = std::max<std::size_t>(rows, 1);
+  const std::size_t lanes = striped_rans_lanes(segment_rows, width);
+  const std::uint32_t token_count = scheme.token_count(std::max<std::uint64_t>(alphabet_size, 1));
+
+  std::vector<std::uint8_t> tokens(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (ranks[i] >= alphabet_size) throw std::invalid_argument("encode_striped_rans: rank outside the alphabet");
+    tokens[i] = static_cast<std::uint8_t>(scheme.token_of(ranks[i]));
+  }
+  const ClassTable classes = class_table(kDefaultThresholds);
+  std::vector<std::uint8_t> contexts(n);
+  auto for_each_segment = [&](auto&& fn) {
+    for (std::size_t first = 0; first < rows; first += segment_rows) {
+      const std::size_t count = std::min(segment_rows, rows - first);
+      fn(first, Stripes(lanes, count, width));
+    }
+  };
+  // The upper row of a stripe's first row: the first row of the same stripe in the previous
+  // segment (the same place one frame earlier, when segments are planes), or none.
+  std::array<std::size_t, kMaxLanes> previous_first;
+  previous_first.fill(SIZE_MAX);
+  for_each_segment([&](std::size_t first, const Stripes& stripes) {
+    for (std::size_t l = 0; l < stripes.lanes; ++l)
+      for (std::size_t r = 0; r < stripes.length(l); ++r) {
+        const std::size_t row = first + stripes.start[l] + r;
+        const std::uint8_t* t = tokens.data() + row * width;
+        const std::uint8_t* up = r > 0 ? t - width
+                                 : previous_first[l] != SIZE_MAX ? tokens.data() + previous_first[l] * width
+                                                                 : nullptr;
+        for (std::size_t x = 0; x < width; ++x) {
+          std::uint32_t activity = x > 0 ? 2u * t[x - 1] : 0;
+          if (up) activity += 2u * up[x] + (x > 0 ? up[x - 1] : 0) + (x + 1 < width ? up[x + 1] : 0);
+          contexts[row * width + x] = classes[activity];
+        }
+      }
+    for (std::size_t l = 0; l < stripes.lanes; ++l)
+      previous_first[l] = stripes.length(l) > 0 ? first + stripes.start[l] : SIZE_MAX;
+  });
+  std::vector<std::uint64_t> counts(kMaxContexts * kMaxTokens, 0);
+  for (std::size_t i = 0; i < n; ++i) ++counts[contexts[i] * kMaxTokens + tokens[i]];
+  const ContextModel model = build_model(counts, token_count);
+
+  BitWriter extras;
+  for_each_segment([&](std::size_t first, const Stripes& stripes) {
+    for (std::size_t r = 0; r < stripes.longest; ++r)
+      for (std::size_t l = 0; l < stripes.lanes; ++l) {
+        if (r >= stripes.length(l)) continue;
+        const std::size_t row = first + stripes.start[l] + r;
+        for (std::size_t x = 0; x < width; ++x) {
+          const std::size_t i = row * width + x;
+          std::uint32_t base = 0;
+          std::uint8_t nbits = 0;
+          scheme.describe(tokens[i], base, nbits);
+          if (nbits > 0) extras.put(ranks[i] - base, nbits);
+        }
+      }
+  });
+
+  // rANS runs backwards, last segment first; each group's words are collected in reverse and
+  // flipped at the end.
+  std::array<std::uint32_t, kMaxLanes> state;
+  state.fill(kStateLow);
+  std::array<std::vector<std::uint16_t>, kMaxGroups> words;
+  for (std::size_t segment = (rows + segment_rows - 1) / segment_rows; segment-- > 0;) {
+    const std::size_t first = segment * segment_rows;
+    const Stripes stripes(lanes, std::min(segment_rows, rows - first), width);
+    for (std::size_t r = stripes.longest; r-- > 0;)
+      for (std::size_t x = width; x-- > 0;)
+        for (std::size_t l = stripes.lanes; l-- > 0;) {
+          if (r >= stripes.length(l)) continue;
+          const std::size_t i = (first + stripes.start[l] + r) * width + x;
+          const std::size_t k = contexts[i] * kMaxTokens + tokens[i];
+          encode_step(state[l], model.freq[k], model.cumul[k], words[l / kGroup]);
+        }
+  }
+
+  std::vector<std::uint8_t> out;
+  write_model(model, out);
+  append_varint(segment_rows, out);
+  out.push_back(static_cast<std::uint8_t>(lanes));
+  for (std::size_t l = 0; l < lanes; ++l) append_u32le(state[l], out);
+  const std::size_t groups = (lanes + kGroup - 1) / kGroup;
+  for (std::size_t g = 0; g < groups; ++g) append_varint(2 * words[g].size(), out);
+  for (std::size_t g = 0; g < groups; ++g)
+    for (std::size_t w = words[g].size(); w-- > 0;) {
+      out.push_back(static_cast<std::uint8_t>(words[g][w]));
+      out.push_back(static_cast<std::uint8_t>(words[g][w] >> 8));
+    }
+  const std::vector<std::uint8_t> extra_bytes = extras.finish();
+  out.insert(out.end(), extra_bytes.begin(), extra_bytes.end());
+  return out;
+}
+
+struct StripedRansDecoder::State {
+  Tables tables;
+  LaneStates lanes_state;
+  ExtraBits bits{{}};
+  std::size_t width = 0, lanes = 0, segment_rows = 0, rows = 0, rows_done = 0;
+  std::uint32_t max_rank = 0, over = 0;
+  std::vector<std::uint32_t> symbols;  // empty: ranks out
+  SimdPath path = SimdPath::portable;
+  RowBuffers row_buffers{0, 0}, first_row_tokens{0, 0};
+
+  void decode_segment(std::size_t count, std::uint32_t* out);
+};
+
+StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std::size_t row_width, std::size_t count,
+                                       std::uint64_t alphabet_size, std::span<const std::uint32_t> symbol_of_rank,
+                                       SimdPath path)
+    : s_(std::make_unique<State>()) {
+  if (row_width == 0 || count % row_width != 0) throw CodecError("striped rans coder: the symbols are not whole rows");
+  if (alphabet_size == 0 && count > 0) throw CodecError("striped rans coder: empty alphabet");
+  if (!symbol_of_rank.empty() && symbol_of_rank.size() != alphabet_size) {
+    throw std::invalid_argument("striped rans decoder: symbol table size differs from the alphabet size");
+  }
+  if (!simd_supported(path)) throw std::invalid_argument("striped rans decoder: this CPU cannot run the kernel path");
+  State& st = *s_;
+  st.path = path;
+  st.width = row_width;
+  st.rows = count / row_width;
+  std::size_t pos = 0;
+  const ContextModel model = read_model(bytes, pos, alphabet_size);
+  const std::uint64_t segment_rows = read_varint(bytes, pos);
+  if (segment_rows == 0 || segment_rows > std::max<std::size_t>(st.rows, 1)) {
+    throw CodecError("striped rans coder: bad segment size");
+  }
+  st.segment_rows = segment_rows;
+  if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
+  st.lanes = bytes[pos++];
+  if (st.lanes < 1 || st.lanes > kMaxLanes) throw CodecError("striped rans coder: bad stripe count");
+
+  Tables& t = st.tables;
+  const ClassTable classes = class_table(model.threshold_span());
+  for (std::uint32_t a = 0; a < kActivityRange; ++a) t.context_base[a] = std::uint32_t{classes[a]} << kProbBits;
+  t.base.fill(0);
+  t.extra_bits.fill(0);
+  for (std::uint32_t k = 0; k < model.token_count; ++k) {
+    std::uint8_t n = 0;
+    model.scheme.describe(k, t.base[k], n);
+    t.extra_bits[k] = n;
+  }
+  for (std::size_t c = 0; c < kMaxContexts; ++c) {
+    std::uint32_t* e = t.entries.data() + c * kProbScale;
+    const std::uint32_t* f = model.freq.data() + std::min(c, model.contexts - 1) * kMaxTokens;
+    const std::uint32_t* cu = model.cumul.data() + std::min(c, model.contexts - 1) * kMaxTokens;
+    if (c >= model.contexts || std::all_of(f, f + model.token_count, [](std::uint32_t v) { return v == 0; })) {
+      // A context no valid stream reaches: decode safely anyway (the state stays the same).
+      for (std::uint32_t slot = 0; slot < kProbScale; ++slot) e[slot] = entry(0, slot, kProbScale);
+      continue;
+    }
+    for (std::uint32_t k = 0; k < model.token_count; ++k)
+      for (std::uint32_t slot = cu[k]; slot < cu[k] + f[k]; ++slot) e[slot] = entry(k, slot - cu[k], f[k]);
+  }
+
+  LaneStates& s = st.lanes_state;
+  if (bytes.size() - pos < 4 * st.lanes) throw CodecError("striped rans coder: truncated states");
+  for (std::size_t l = 0; l < st.lanes; ++l) {
+    s.x[l] = read_u32le(bytes.data() + pos + 4 * l);
+    if (s.x[l] < kStateLow) throw CodecError("striped rans coder: bad initial state");
+  }
+  pos += 4 * st.lanes;
+  const std::size_t groups = (st.lanes + kGroup - 1) / kGroup;
+  std::array<std::uint64_t, kMaxGroups> sizes{};
+  for (std::size_t g = 0; g < groups; ++g) {
+    sizes[g] = read_varint(bytes, pos);
+    if (sizes[g] % 2 != 0) throw CodecError("striped rans coder: bad word stream size");
+  }
+  for (std::size_t g = 0; g < groups; ++g) {
+    if (sizes[g] > bytes.size() - pos) throw CodecError("striped rans coder: truncated word stream");
+    s.p[g] = bytes.data() + pos;
+    s.end[g] = s.p[g] + sizes[g];
+    pos += sizes[g];
+  }
+  st.bits = ExtraBits(bytes.subspan(pos));
+  st.max_rank = static_cast<std::uint32_t>(std::min<std::uint64_t>(alphabet_size, std::uint64_t{1} << 32) - 1);
+  st.symbols.assign(symbol_of_rank.begin(), symbol_of_rank.end());
+  st.row_buffers = RowBuffers(st.width, st.lanes);
+  st.first_row_tokens = RowBuffers(st.width, st.lanes);
+}
+
+StripedRansDecoder::~StripedRansDecoder() = default;
+
+void StripedRansDecoder::decode(std::span<std::uint32_t> out) {
+  State& st = *s_;
+  if (out.size() % st.width != 0 || out.size() / st.width > st.rows - st.rows_done) {
+    throw std::invalid_argument("striped rans decoder: not whole rows, or more than the stream holds");
+  }
+  std::size_t rows = out.size() / st.width;
+  std::uint32_t* o = out.data();
+  while (rows > 0) {
+    // Segments are decoded whole: a request must end on a segment boundary or at the stream's end.
+    const std::size_t count = std::min(st.segment_rows, st.rows - st.rows_done);
+    if (count > rows) throw std::invalid_argument("striped rans decoder: request ends inside a segment");
+    st.decode_segment(count, o);
+    o += count * st.width;
+    rows -= count;
+    st.rows_done += count;
+    if (st.over != 0) throw CodecError("striped rans coder: rank outside the alphabet");
+  }
+}
+
+void StripedRansDecoder::finish() {
+  State& st = *s_;
+  if (st.rows_done != st.rows) throw std::logic_error("striped rans decoder: finished before the last symbol");
+  const LaneStates& s = st.lanes_state;
+  bool clean = !s.overrun;
+  for (std::size_t l = 0; l < st.lanes; ++l) clean = clean && s.x[l] == kStateLow;
+  for (std::size_t g = 0; g < (st.lanes + kGroup - 1) / kGroup; ++g) clean = clean && s.p[g] == s.end[g];
+  if (!clean) throw CodecError("striped rans coder: corrupt, truncated or trailing stream");
+  if (!st.bits.consumed_exactly()) throw CodecError("striped rans coder: extra bits truncated or trailing");
+  if (st.over != 0) throw CodecError("striped rans coder: rank outside the alphabet");
+}
+
+void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t* out) {
+  const Stripes stripes(lanes, count, width);
+  const Tables& t = tables;
+  LaneStates& s = lanes_state;
+  const std::uint32_t* map = symbols.empty() ? nullptr : symbols.data();
+  RowBuffers& buffers = row_buffers;
+  // The first row's upper row: the previous segment's first row (zeros before the first segment).
+  next_above(first_row_tokens, lanes, buffers.above);
+  std::array<std::uint32_t, kMaxLanes> active{};
+  // The SIMD kernels run whole row steps of 8 or 16 stripes while every word stream holds enough
+  // bytes for unchecked 16-byte loads; the rest (the last rows, a tail row of some stripes) is
+  // decoded the portable way, which reads the same words.
+  [[maybe_unused]] const bool simd_lanes = path == SimdPath::avx2 && (lanes == 8 || lanes == 16);
+  const std::size_t row_bytes = 16 * width + 16;
+  for (std::size_t r = 0; r < stripes.longest; ++r) {
+    bool all = true;
+    for (std::size_t l = 0; l < lanes; ++l) {
+      active[l] = r < stripes.length(l);
+      all = all && active[l];
+    }
+    bool done = false;
+#ifdef TEZIP_HAVE_AVX2_KERNEL
+    if (simd_lanes && all) {
+      bool room = true;
+      for (std::size_t g = 0; g < stripes.groups(); ++g) room = room && std::size_t(s.end[g] - s.p[g]) >= row_bytes;
+      if (room) {
+        if (lanes == 16) {
+          decode_row_avx2<2>(t, buffers.above.data(), buffers.tokens.data(), width, s);
+        } else {
+          decode_row_avx2<1>(t, buffers.above.data(), buffers.tokens.data(), width, s);
+        }
+        done = true;
+      }
+    }
+#endif
+    if (!done) decode_row_portable(t, buffers.above.data(), buffers.tokens.data(), width, lanes, active.data(), s);
+    // Extra bits and the rank -> symbol map, stripe by stripe, while the tokens are in cache.
+    for (std::size_t l = 0; l < lanes; ++l) {
+      if (!active[l]) continue;
+      std::uint32_t* o = out + (stripes.start[l] + r) * width;
+      const std::uint16_t* tk = buffers.tokens.data() + lanes + l;
+      const bool fast = bits.room_for(32 * std::uint64_t{width});
+      if (map != nullptr) {
+        over |= fast ? finish_row<true, true>(t, tk, lanes, width, bits, max_rank, map, o)
+                     : finish_row<false, true>(t, tk, lanes, width, bits, max_rank, map, o);
+      } else {
+        over |= fast ? finish_row<true, false>(t, tk, lanes, width, bits, max_rank, map, o)
+                     : finish_row<false, false>(t, tk, lanes, width, bits, max_rank, map, o);
+      }
+    }
+    if (r == 0) first_row_tokens.tokens = buffers.tokens;
+    next_above(buffers, lanes, buffers.above);
+  }
+}
+
+void decode_striped_rans(std::span<const std::uint8_t> bytes, std::size_t row_width, std::uint64_t alphabet_size,
+                         std::span<std::uint32_t> out, std::span<const std::uint32_t> symbol_of_rank, SimdPath path) {
+  StripedRansDecoder decoder(bytes, row_width, out.size(), alphabet_size, symbol_of_rank, path);
+  decoder.decode(out);
+  decoder.finish();
+}
+
+}  // namespace tezip::codecs

@@ -1,0 +1,55 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "codecs/simd.hpp"
+
+namespace tezip::codecs {
+
+// The static context rANS coder of rans_coder.hpp (same tokens, contexts and tables), with the rows
+// cut into up to 32 horizontal stripes, one rANS state each. All stripes advance together, one
+// column at a time, so one SIMD instruction steps 8 of them: their contexts come from their own
+// left and upper neighbours, their table lookups are gathers, their 16-bit words come from one word
+// stream per group of 8 stripes. The portable decoder gives the same ranks on any CPU.
+// The rows go in segments of `segment_rows` (a plane; 0: one segment), each cut into the same
+// number of stripes, so that a decoder delivers a whole segment at a time, in order, while the
+// rANS states and the word streams run on across segments.
+// `ranks.size()` must be a multiple of row_width (> 0). All ranks must be < alphabet_size.
+std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
+                                              std::size_t segment_rows, std::uint64_t alphabet_size);
+
+// Decodes a stream of `count` ranks (or, with `symbol_of_rank`, their symbols) segment by segment,
+// through the kernels of `path` (simd_supported(path) must hold). Throws CodecError on anything the
+// encoder cannot have written: in the constructor for the header, in decode() for ranks outside the
+// alphabet, in finish() for a stream that was not consumed exactly (a corrupt stream may decode to
+// garbage until then; callers check finish() before they trust the symbols).
+class StripedRansDecoder {
+ public:
+  StripedRansDecoder(std::span<const std::uint8_t> bytes, std::size_t row_width, std::size_t count,
+                     std::uint64_t alphabet_size, std::span<const std::uint32_t> symbol_of_rank = {},
+                     SimdPath path = simd_path());
+  ~StripedRansDecoder();
+  StripedRansDecoder(const StripedRansDecoder&) = delete;
+  StripedRansDecoder& operator=(const StripedRansDecoder&) = delete;
+
+  // The next out.size() symbols: whole segments, or up to the end of the stream.
+  void decode(std::span<std::uint32_t> out);
+  void finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// All of a stream at once.
+void decode_striped_rans(std::span<const std::uint8_t> bytes, std::size_t row_width, std::uint64_t alphabet_size,
+                         std::span<std::uint32_t> out, std::span<const std::uint32_t> symbol_of_rank = {},
+                         SimdPath path = simd_path());
+
+// The stripe count the encoder picks for segments of `rows` rows of `row_width`.
+std::size_t striped_rans_lanes(std::size_t rows, std::size_t row_width);
+
+}  // namespace tezip::codecs
