@@ -1,6 +1,7 @@
 // The tezip command: parses options, reports progress, maps errors to exit codes
 // (0 ok, 1 usage, 2 input or data error). All the work happens in compressor/.
 #include <cxxopts.hpp>
+#include <malloc.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -577,6 +578,14 @@ int main(int argc, char** argv) {
   using namespace tezip;
   // First, before any thread starts: the threads inherit the blocked signals.
   const cli::InterruptCleanup cleanup;
+  // Decoding allocates a GOP's frames (megabytes) again and again: keep freed memory in the heap
+  // for the next GOP instead of returning it to the kernel and faulting it in anew (measured: page
+  // faults were 20% of `verify -T 1`). 32 MiB is the largest mmap threshold glibc accepts; setting
+  // it turns off glibc's own adjustment. glibc only; the library leaves the allocator alone.
+#ifdef M_MMAP_THRESHOLD
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
   try {
     return cli::dispatch(argc, argv);
   } catch (const cli::UsageError& e) {

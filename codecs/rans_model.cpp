@@ -75,11 +75,12 @@ void normalize(std::span<const std::uint64_t> counts, std::span<std::uint32_t> f
   }
 }
 
-ContextModel build_model(std::span<const std::uint64_t> counts, std::uint32_t token_count) {
+ContextModel build_model(std::span<const std::uint64_t> counts, std::uint32_t token_count,
+                         std::span<const std::uint32_t, 15> thresholds) {
   ContextModel m;
   m.token_count = token_count;
-  m.contexts = kDefaultThresholds.size() + 1;
-  std::copy(kDefaultThresholds.begin(), kDefaultThresholds.end(), m.thresholds.begin());
+  m.contexts = thresholds.size() + 1;
+  std::copy(thresholds.begin(), thresholds.end(), m.thresholds.begin());
   m.freq.assign(m.contexts * kMaxTokens, 0);
   m.cumul.assign(m.contexts * kMaxTokens, 0);
   for (std::size_t c = 0; c < m.contexts; ++c) {

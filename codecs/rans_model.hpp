@@ -49,6 +49,10 @@ struct TokenScheme {
 // Where each context starts on the activity scale: about half-octave steps of the neighbours' mean
 // token, fine at the low end where most residuals are.
 inline constexpr std::array<std::uint32_t, 15> kDefaultThresholds = {1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80, 112, 160, 224};
+// The striped coder's: exact half octaves above 4, so that the context of an activity a >= 4 is
+// 2 floor(log2 a) + the bit below the top one, min 15 (the exponent and first mantissa bit of
+// float(a)) and a SIMD decoder computes it instead of looking it up.
+inline constexpr std::array<std::uint32_t, 15> kHalfOctaveThresholds = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192};
 
 using ClassTable = std::array<std::uint8_t, kActivityRange>;  // activity -> context
 ClassTable class_table(std::span<const std::uint32_t> thresholds);
@@ -65,8 +69,9 @@ struct ContextModel {
   std::span<const std::uint32_t> threshold_span() const { return {thresholds.data(), contexts - 1}; }
 };
 
-// The model of the default scheme and thresholds for `counts` ([context * kMaxTokens + token]).
-ContextModel build_model(std::span<const std::uint64_t> counts, std::uint32_t token_count);
+// The model of the default scheme and `thresholds` for `counts` ([context * kMaxTokens + token]).
+ContextModel build_model(std::span<const std::uint64_t> counts, std::uint32_t token_count,
+                         std::span<const std::uint32_t, 15> thresholds = kDefaultThresholds);
 // Appends scheme byte, context count, thresholds and frequency tables.
 void write_model(const ContextModel& model, std::vector<std::uint8_t>& out);
 // Reads what write_model wrote at `pos` and advances it; throws CodecError on anything it cannot

@@ -19,17 +19,21 @@
 
 // Layout of an encode_striped_rans output:
 //   model   the context model (rans_model.cpp)
-//   u8      stripe count L, 1..kMaxLanes; the R rows are cut into stripes, stripe l holding rows
-//           [floor(l R / L), floor((l + 1) R / L))
+//   varint  rows per segment S (the last segment may be shorter)
+//   u8      stripe count L, 1..kMaxLanes; the rows of each segment are cut into stripes, stripe l
+//           holding its rows [floor(l S / L), floor((l + 1) S / L))
 //   L x u32 the final rANS state of each stripe (little-endian)
 //   G       varints (G = ceil(L / 8)): the byte size of each group's word stream
+//   L       varints: the byte size of each stripe's extra-bit stream
 //   G       word streams: 16-bit little-endian words in the order group g's stripes read them
-//   rest    the extra bits, LSB first, zero padded to a byte
-// Decoding order: for each row r of a stripe, for each column x, for each stripe l that has a row
-// r (in increasing l): the symbol at row (start of l) + r, column x. The stripes of group
-// g = l / 8 take their renormalization words from word stream g in that order. The extra bits
-// follow per row r, per stripe l, per column x: each stripe's row after its tokens.
-// Contexts: as in rans_coder.cpp, with the upper row of a stripe's first row all zero.
+//   L       extra-bit streams, LSB first, zero padded to a byte
+// Decoding order, segment by segment: for each row r of a stripe, for each column x, for each
+// stripe l that has a row r (in increasing l): the symbol at row (start of l) + r, column x. The
+// stripes of group g = l / 8 take their renormalization words from word stream g in that order;
+// each stripe reads its own extra bits.
+// Contexts: as in rans_coder.cpp. The upper row of a stripe's first row is the first row of the
+// same stripe in the previous segment (when segments are planes: the same rows one frame earlier),
+// or zeros in the first segment.
 
 namespace tezip::codecs {
 namespace {
@@ -39,22 +43,26 @@ using namespace rans;
 constexpr std::size_t kMaxLanes = 32;
 constexpr std::size_t kGroup = 8;  // stripes per word stream: one 256-bit vector of 32-bit states
 constexpr std::size_t kMaxGroups = kMaxLanes / kGroup;
+constexpr std::size_t kExtraPadding = 8;  // zero bytes after each stripe's extra bits in the decoder's copy
+constexpr TokenScheme kScheme{};         // the scheme the encoder writes and the SIMD kernel knows
+// The SIMD kernel reads a token's extra bits with one 32-bit load at a byte offset: up to 24 bits.
+constexpr std::uint32_t kSimdMaxExtraBits = 24;
 
-// The stripes of R rows and their lengths, which differ by at most one.
+// The stripes of a segment's rows and their lengths, which differ by at most one.
 struct Stripes {
-  std::size_t lanes = 1, rows = 0, width = 1;
+  std::size_t lanes = 1, rows = 0;
   std::array<std::size_t, kMaxLanes + 1> start{};
   std::size_t shortest = 0, longest = 0;
 
-  Stripes(std::size_t lane_count, std::size_t row_count, std::size_t row_width)
-      : lanes(lane_count), rows(row_count), width(row_width) {
+  Stripes(std::size_t lane_count, std::size_t row_count) : lanes(lane_count), rows(row_count) {
     for (std::size_t l = 0; l <= lanes; ++l) start[l] = l * rows / lanes;
     shortest = rows / lanes;
     longest = shortest + (rows % lanes != 0 ? 1 : 0);
   }
   std::size_t length(std::size_t l) const { return start[l + 1] - start[l]; }
-  std::size_t groups() const { return (lanes + kGroup - 1) / kGroup; }
 };
+
+std::size_t group_count(std::size_t lanes) { return (lanes + kGroup - 1) / kGroup; }
 
 // Decoding tables. One 32-bit entry per (context, slot): the token (bits 0-6), slot minus the
 // token's cumulative frequency (bits 7-17) and the token's frequency (bits 20-31), so that a symbol
@@ -66,100 +74,60 @@ struct Tables {
   std::array<std::uint32_t, kMaxTokens> extra_bits;
 };
 
-
 constexpr std::uint32_t entry(std::uint32_t token, std::uint32_t offset, std::uint32_t freq) {
   return token | (offset << 7) | (freq << 20);
 }
 
+// What a row step reads and writes besides the tables.
 struct LaneStates {
   std::array<std::uint32_t, kMaxLanes> x{};
   std::array<const std::uint8_t*, kMaxGroups> p{};
   std::array<const std::uint8_t*, kMaxGroups> end{};
   bool overrun = false;
+  // Extra bits: all stripes' streams in one buffer, each followed by kExtraPadding zero bytes.
+  const std::uint8_t* extra = nullptr;
+  std::array<std::uint64_t, kMaxLanes> bit_pos{};      // absolute bit position in `extra`
+  std::array<std::uint64_t, kMaxLanes> extra_limit{};  // byte offset of the stripe's padding
+  std::uint32_t over = 0;                              // a rank beyond the alphabet was seen
 };
 
-// The extra bits, read at a bit position rather than through a shift register: each read is an
-// independent unaligned load, and the only dependency from one symbol to the next is the position.
-class ExtraBits {
- public:
-  explicit ExtraBits(std::span<const std::uint8_t> bytes) : p_(bytes.data()), size_(bytes.size()) {}
-
-  // Whether `bits` more bits can be read by read_fast.
-  bool room_for(std::uint64_t bits) const { return (pos_ + bits) / 8 + 8 <= size_; }
-  // n <= 32 bits at the position (the caller checked room_for).
-  std::uint32_t read_fast(unsigned n) {
-    std::uint64_t word;
-    std::memcpy(&word, p_ + (pos_ >> 3), 8);
-    const auto v = static_cast<std::uint32_t>((word >> (pos_ & 7)) & ((std::uint64_t{1} << n) - 1));
-    pos_ += n;
-    return v;
-  }
-  // The same near the end: bytes past it read as zero (and consumed_exactly() then fails).
-  std::uint32_t read_checked(unsigned n) {
-    std::uint64_t word = 0;
-    for (std::size_t k = 0; k < 8; ++k) {
-      const std::uint64_t at = (pos_ >> 3) + k;
-      if (at < size_) word |= std::uint64_t{p_[at]} << (8 * k);
-    }
-    const auto v = static_cast<std::uint32_t>((word >> (pos_ & 7)) & ((std::uint64_t{1} << n) - 1));
-    pos_ += n;
-    return v;
-  }
-  // Every bit read, the rest of the last byte zero, nothing after it.
-  bool consumed_exactly() const {
-    const std::uint64_t total = 8 * std::uint64_t{size_};
-    if (pos_ > total || total - pos_ >= 8) return false;
-    return pos_ % 8 == 0 || (p_[pos_ >> 3] >> (pos_ & 7)) == 0;
-  }
-
- private:
-  const std::uint8_t* p_;
-  std::size_t size_;
-  std::uint64_t pos_ = 0;
-};
-
-// Extra bits and the rank -> symbol map of one stripe's row: `tokens` strided by `stride`.
-template <bool kFast, bool kMapped>
-std::uint32_t finish_row(const Tables& t, const std::uint16_t* tokens, std::size_t stride, std::size_t width,
-                         ExtraBits& bits, std::uint32_t max_rank, const std::uint32_t* symbols, std::uint32_t* out) {
-  std::uint32_t bad = 0;
-  ExtraBits b = bits;
-  for (std::size_t x = 0; x < width; ++x) {
-    const std::uint32_t token = tokens[x * stride];
-    const std::uint32_t n = t.extra_bits[token];
-    const std::uint32_t v = t.base[token] + (kFast ? b.read_fast(n) : b.read_checked(n));
-    bad |= static_cast<std::uint32_t>(v > max_rank);
-    if constexpr (kMapped) {
-      out[x] = symbols[std::min(v, max_rank)];
-    } else {
-      out[x] = v;
-    }
-  }
-  bits = b;
-  return bad;
+// `n` bits of stripe l's extra bits (n <= 32). Past its end the stripe reads its zero padding, and
+// the final position tells (the SIMD kernel reads the same bits the same way).
+inline std::uint32_t read_extra(LaneStates& s, std::size_t l, std::uint32_t n) {
+  const std::uint64_t at = std::min<std::uint64_t>(s.bit_pos[l] >> 3, s.extra_limit[l]);
+  std::uint64_t word;
+  std::memcpy(&word, s.extra + at, 8);
+  const auto v = static_cast<std::uint32_t>((word >> (s.bit_pos[l] & 7)) & ((std::uint64_t{1} << n) - 1));
+  s.bit_pos[l] += n;
+  return v;
 }
 
-// Tokens of one row step, interleaved [column + 1][lane] with a zero column on each side, and the
-// upper-row part of each next activity, [column][lane].
+// Tokens of one row step, interleaved [column + 1][lane] with a zero column on each side; the
+// upper-row part of each next activity, [column][lane]; the decoded symbols, [column][lane].
 struct RowBuffers {
   std::vector<std::uint16_t> tokens, above;
-  RowBuffers(std::size_t width, std::size_t lanes) : tokens((width + 2) * lanes, 0), above(width * lanes, 0) {}
+  std::vector<std::uint32_t> values;
+  RowBuffers(std::size_t width, std::size_t lanes)
+      : tokens((width + 2) * lanes, 0), above(width * lanes, 0), values(width * lanes, 0) {}
 };
 
-void next_above(const RowBuffers& b, std::size_t lanes, std::vector<std::uint16_t>& above) {
-  const std::uint16_t* t = b.tokens.data() + lanes;
+void next_above(const std::vector<std::uint16_t>& tokens, std::size_t lanes, std::vector<std::uint16_t>& above) {
+  const std::uint16_t* t = tokens.data() + lanes;
   for (std::size_t j = 0; j < above.size(); ++j)
     above[j] = static_cast<std::uint16_t>(t[j - lanes] + 2 * t[j] + t[j + lanes]);
 }
 
-// One row step of the stripes in [0, lanes) that are active, in the portable way. Checked: a word
-// past the end of a stream reads as zero and sets `overrun`.
-void decode_row_portable(const Tables& t, const std::uint16_t* above, std::uint16_t* tokens, std::size_t width,
-                         std::size_t lanes, const std::uint32_t* active, LaneStates& s) {
+// One row step of the stripes that are active, the portable way: tokens, then extra bits and the
+// rank -> symbol map (`symbols` may be null: ranks out). Checked: a word past the end of a stream
+// reads as zero and sets `overrun`.
+void decode_row_portable(const Tables& t, const std::uint16_t* above, std::uint16_t* tokens, std::uint32_t* values,
+                         std::size_t width, std::size_t lanes, const std::uint32_t* active, const std::uint32_t* symbols,
+                         std::uint32_t max_rank, LaneStates& s) {
   std::array<std::uint32_t, kMaxLanes> left{};
   for (std::size_t i = 0; i < width; ++i) {
     const std::uint16_t* ab = above + i * lanes;
     std::uint16_t* tk = tokens + (i + 1) * lanes;
+    std::uint32_t* val = values + i * lanes;
     for (std::size_t l = 0; l < lanes; ++l) {
       if (!active[l]) {
         tk[l] = 0;
@@ -182,6 +150,9 @@ void decode_row_portable(const Tables& t, const std::uint16_t* above, std::uint1
       }
       left[l] = token;
       tk[l] = static_cast<std::uint16_t>(token);
+      const std::uint32_t v = t.base[token] + read_extra(s, l, t.extra_bits[token]);
+      s.over |= static_cast<std::uint32_t>(v > max_rank);
+      val[l] = symbols != nullptr ? symbols[std::min(v, max_rank)] : v;
     }
   }
 }
@@ -201,31 +172,54 @@ struct WordPermutations {
 };
 constexpr WordPermutations kWordPermutations;
 
-// One row step of 8 * G stripes, all active. The caller made sure that each word stream holds at
-// least 16 * width + 16 more bytes, so that the 16-byte word loads stay in bounds unchecked.
+// One row step of 8 * G stripes, all active, tokens to symbols. The caller made sure that each
+// word stream holds at least 16 * width + 16 more bytes (the 16-byte word loads stay in bounds
+// unchecked), that every extra-bit offset stays below 2^31, that the scheme is kScheme with at
+// most kSimdMaxExtraBits extra bits and that the thresholds are kHalfOctaveThresholds.
 template <int G>
 [[gnu::target("avx2,popcnt")]] void decode_row_avx2(const Tables& t, const std::uint16_t* above, std::uint16_t* tokens,
-                                                   std::size_t width, LaneStates& s) {
+                                                   std::uint32_t* values, std::size_t width, const std::uint32_t* symbols,
+                                                   std::uint32_t max_rank, LaneStates& s) {
   constexpr std::size_t L = kGroup * G;
-  __m256i x[G], left[G];
+  __m256i x[G], left[G], offset[G], bit[G], limit[G], high = _mm256_setzero_si256();
   const std::uint8_t* p[G];
   for (int g = 0; g < G; ++g) {
     x[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.x.data() + kGroup * g));
     left[g] = _mm256_setzero_si256();
     p[g] = s.p[g];
+    alignas(32) std::array<std::uint32_t, kGroup> off, b, lim;
+    for (std::size_t k = 0; k < kGroup; ++k) {
+      off[k] = static_cast<std::uint32_t>(s.bit_pos[kGroup * g + k] >> 3);
+      b[k] = static_cast<std::uint32_t>(s.bit_pos[kGroup * g + k] & 7);
+      lim[k] = static_cast<std::uint32_t>(s.extra_limit[kGroup * g + k]);
+    }
+    offset[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(off.data()));
+    bit[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.data()));
+    limit[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lim.data()));
   }
   const __m256i slot_mask = _mm256_set1_epi32(kSlotMask), token_mask = _mm256_set1_epi32(0x7F);
-  const __m256i zero = _mm256_setzero_si256();
+  const __m256i zero = _mm256_setzero_si256(), one = _mm256_set1_epi32(1), seven = _mm256_set1_epi32(7);
+  const __m256i split = _mm256_set1_epi32((1 << kScheme.split_exp) - 1), split_pow = _mm256_set1_epi32(1 << kScheme.split_exp);
+  const __m256i msb_mask = _mm256_set1_epi32((1 << kScheme.msb_bits) - 1), msb_pow = _mm256_set1_epi32(1 << kScheme.msb_bits);
+  const __m256i extra_low = _mm256_set1_epi32(kScheme.split_exp - kScheme.msb_bits);
+  const __m256i max_v = _mm256_set1_epi32(static_cast<int>(max_rank));
   const int* entries = reinterpret_cast<const int*>(t.entries.data());
-  const int* context_base = reinterpret_cast<const int*>(t.context_base.data());
+  const __m256i bias = _mm256_set1_epi32(254), fifteen = _mm256_set1_epi32(kMaxContexts - 1);
+  const int* symbol_table = reinterpret_cast<const int*>(symbols);
+  const int* extra = reinterpret_cast<const int*>(s.extra);
   for (std::size_t i = 0; i < width; ++i) {
     const std::uint16_t* ab = above + i * L;
     for (int g = 0; g < G; ++g) {
       const __m256i up = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab + kGroup * g)));
       const __m256i activity = _mm256_add_epi32(up, _mm256_slli_epi32(left[g], 1));
-      const __m256i cb = _mm256_i32gather_epi32(context_base, activity, 4);
+      // The half-octave context (kHalfOctaveThresholds) from the exponent and first mantissa bit
+      // of float(activity): 2 floor(log2 a) + the next bit for a >= 2, a itself below, at most 15.
+      const __m256i octaves = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(activity)), 22), bias);
+      const __m256i context = _mm256_min_epi32(_mm256_max_epi32(octaves, _mm256_min_epi32(activity, one)), fifteen);
+      const __m256i cb = _mm256_slli_epi32(context, kProbBits);
       const __m256i e = _mm256_i32gather_epi32(entries, _mm256_add_epi32(cb, _mm256_and_si256(x[g], slot_mask)), 4);
-      left[g] = _mm256_and_si256(e, token_mask);
+      const __m256i token = _mm256_and_si256(e, token_mask);
+      left[g] = token;
       const __m256i xn = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_srli_epi32(e, 20), _mm256_srli_epi32(x[g], kProbBits)),
                                           _mm256_and_si256(_mm256_srli_epi32(e, 7), slot_mask));
       const __m256i need = _mm256_cmpeq_epi32(_mm256_srli_epi32(xn, 16), zero);
@@ -235,6 +229,23 @@ template <int G>
       const __m256i w = _mm256_permutevar8x32_epi32(words, perm);
       x[g] = _mm256_blendv_epi8(xn, _mm256_or_si256(_mm256_slli_epi32(xn, 16), w), need);
       p[g] += 2 * std::popcount(m);
+
+      // Off the rANS chain: the token's base and extra bits (TokenScheme::describe), the symbol.
+      const __m256i big = _mm256_cmpgt_epi32(token, split);
+      const __m256i u = _mm256_sub_epi32(token, split_pow);
+      const __m256i nbits = _mm256_and_si256(_mm256_add_epi32(_mm256_srli_epi32(u, kScheme.msb_bits), extra_low), big);
+      const __m256i base = _mm256_blendv_epi8(
+          token, _mm256_sllv_epi32(_mm256_or_si256(msb_pow, _mm256_and_si256(u, msb_mask)), nbits), big);
+      const __m256i word = _mm256_i32gather_epi32(extra, _mm256_min_epu32(offset[g], limit[g]), 1);
+      const __m256i bits = _mm256_and_si256(_mm256_srlv_epi32(word, bit[g]),
+                                            _mm256_sub_epi32(_mm256_sllv_epi32(one, nbits), one));
+      const __m256i next = _mm256_add_epi32(bit[g], nbits);
+      offset[g] = _mm256_add_epi32(offset[g], _mm256_srli_epi32(next, 3));
+      bit[g] = _mm256_and_si256(next, seven);
+      const __m256i v = _mm256_add_epi32(base, bits);
+      high = _mm256_max_epu32(high, v);
+      const __m256i symbol = _mm256_i32gather_epi32(symbol_table, _mm256_min_epu32(v, max_v), 4);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(values + i * L + kGroup * g), symbol);
     }
     std::uint16_t* tk = tokens + (i + 1) * L;
     if constexpr (G == 2) {
@@ -248,9 +259,27 @@ template <int G>
   for (int g = 0; g < G; ++g) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.x.data() + kGroup * g), x[g]);
     s.p[g] = p[g];
+    alignas(32) std::array<std::uint32_t, kGroup> off, b;
+    _mm256_store_si256(reinterpret_cast<__m256i*>(off.data()), offset[g]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(b.data()), bit[g]);
+    for (std::size_t k = 0; k < kGroup; ++k) s.bit_pos[kGroup * g + k] = std::uint64_t{off[k]} * 8 + b[k];
   }
+  // Any value above max_rank: the maximum of all of them is.
+  const __m256i over = _mm256_cmpeq_epi32(_mm256_max_epu32(high, max_v), max_v);
+  s.over |= static_cast<std::uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(over)) != 0xFF);
 }
 #endif
+
+// The symbols of a row step, [column][lane], to each active stripe's row of `out`.
+void scatter_rows(const std::uint32_t* values, std::size_t width, std::size_t lanes, const std::uint32_t* active,
+                  const Stripes& stripes, std::size_t r, std::uint32_t* out) {
+  for (std::size_t l = 0; l < lanes; ++l) {
+    if (!active[l]) continue;
+    std::uint32_t* o = out + (stripes.start[l] + r) * width;
+    const std::uint32_t* v = values + l;
+    for (std::size_t x = 0; x < width; ++x) o[x] = v[x * lanes];
+  }
+}
 
 }  // namespace
 
@@ -279,12 +308,12 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     if (ranks[i] >= alphabet_size) throw std::invalid_argument("encode_striped_rans: rank outside the alphabet");
     tokens[i] = static_cast<std::uint8_t>(scheme.token_of(ranks[i]));
   }
-  const ClassTable classes = class_table(kDefaultThresholds);
+  const ClassTable classes = class_table(kHalfOctaveThresholds);
   std::vector<std::uint8_t> contexts(n);
   auto for_each_segment = [&](auto&& fn) {
     for (std::size_t first = 0; first < rows; first += segment_rows) {
       const std::size_t count = std::min(segment_rows, rows - first);
-      fn(first, Stripes(lanes, count, width));
+      fn(first, Stripes(lanes, count));
     }
   };
   // The upper row of a stripe's first row: the first row of the same stripe in the previous
@@ -310,20 +339,19 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   });
   std::vector<std::uint64_t> counts(kMaxContexts * kMaxTokens, 0);
   for (std::size_t i = 0; i < n; ++i) ++counts[contexts[i] * kMaxTokens + tokens[i]];
-  const ContextModel model = build_model(counts, token_count);
+  const ContextModel model = build_model(counts, token_count, kHalfOctaveThresholds);
 
-  BitWriter extras;
+  std::vector<BitWriter> extras(lanes);
   for_each_segment([&](std::size_t first, const Stripes& stripes) {
-    for (std::size_t r = 0; r < stripes.longest; ++r)
-      for (std::size_t l = 0; l < stripes.lanes; ++l) {
-        if (r >= stripes.length(l)) continue;
+    for (std::size_t l = 0; l < stripes.lanes; ++l)
+      for (std::size_t r = 0; r < stripes.length(l); ++r) {
         const std::size_t row = first + stripes.start[l] + r;
         for (std::size_t x = 0; x < width; ++x) {
           const std::size_t i = row * width + x;
           std::uint32_t base = 0;
           std::uint8_t nbits = 0;
           scheme.describe(tokens[i], base, nbits);
-          if (nbits > 0) extras.put(ranks[i] - base, nbits);
+          if (nbits > 0) extras[l].put(ranks[i] - base, nbits);
         }
       }
   });
@@ -335,7 +363,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   std::array<std::vector<std::uint16_t>, kMaxGroups> words;
   for (std::size_t segment = (rows + segment_rows - 1) / segment_rows; segment-- > 0;) {
     const std::size_t first = segment * segment_rows;
-    const Stripes stripes(lanes, std::min(segment_rows, rows - first), width);
+    const Stripes stripes(lanes, std::min(segment_rows, rows - first));
     for (std::size_t r = stripes.longest; r-- > 0;)
       for (std::size_t x = width; x-- > 0;)
         for (std::size_t l = stripes.lanes; l-- > 0;) {
@@ -351,26 +379,30 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   append_varint(segment_rows, out);
   out.push_back(static_cast<std::uint8_t>(lanes));
   for (std::size_t l = 0; l < lanes; ++l) append_u32le(state[l], out);
-  const std::size_t groups = (lanes + kGroup - 1) / kGroup;
+  std::vector<std::vector<std::uint8_t>> extra_bytes;
+  for (auto& e : extras) extra_bytes.push_back(e.finish());
+  const std::size_t groups = group_count(lanes);
   for (std::size_t g = 0; g < groups; ++g) append_varint(2 * words[g].size(), out);
+  for (const auto& e : extra_bytes) append_varint(e.size(), out);
   for (std::size_t g = 0; g < groups; ++g)
     for (std::size_t w = words[g].size(); w-- > 0;) {
       out.push_back(static_cast<std::uint8_t>(words[g][w]));
       out.push_back(static_cast<std::uint8_t>(words[g][w] >> 8));
     }
-  const std::vector<std::uint8_t> extra_bytes = extras.finish();
-  out.insert(out.end(), extra_bytes.begin(), extra_bytes.end());
+  for (const auto& e : extra_bytes) out.insert(out.end(), e.begin(), e.end());
   return out;
 }
 
 struct StripedRansDecoder::State {
   Tables tables;
   LaneStates lanes_state;
-  ExtraBits bits{{}};
+  std::vector<std::uint8_t> extra;                      // the stripes' extra bits, each padded
+  std::array<std::uint64_t, kMaxLanes> extra_size{};    // bytes of each stripe's extra bits
   std::size_t width = 0, lanes = 0, segment_rows = 0, rows = 0, rows_done = 0;
-  std::uint32_t max_rank = 0, over = 0;
+  std::uint32_t max_rank = 0;
   std::vector<std::uint32_t> symbols;  // empty: ranks out
   SimdPath path = SimdPath::portable;
+  bool simd = false;  // the AVX2 kernel can run this stream (lanes, scheme, alphabet, offsets)
   RowBuffers row_buffers{0, 0}, first_row_tokens{0, 0};
 
   void decode_segment(std::size_t count, std::uint32_t* out);
@@ -431,11 +463,17 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
     if (s.x[l] < kStateLow) throw CodecError("striped rans coder: bad initial state");
   }
   pos += 4 * st.lanes;
-  const std::size_t groups = (st.lanes + kGroup - 1) / kGroup;
+  const std::size_t groups = group_count(st.lanes);
   std::array<std::uint64_t, kMaxGroups> sizes{};
   for (std::size_t g = 0; g < groups; ++g) {
     sizes[g] = read_varint(bytes, pos);
     if (sizes[g] % 2 != 0) throw CodecError("striped rans coder: bad word stream size");
+  }
+  std::uint64_t extra_total = 0;
+  for (std::size_t l = 0; l < st.lanes; ++l) {
+    st.extra_size[l] = read_varint(bytes, pos);
+    if (st.extra_size[l] > bytes.size()) throw CodecError("striped rans coder: bad extra-bit stream size");
+    extra_total += st.extra_size[l];
   }
   for (std::size_t g = 0; g < groups; ++g) {
     if (sizes[g] > bytes.size() - pos) throw CodecError("striped rans coder: truncated word stream");
@@ -443,11 +481,28 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
     s.end[g] = s.p[g] + sizes[g];
     pos += sizes[g];
   }
-  st.bits = ExtraBits(bytes.subspan(pos));
+  if (extra_total != bytes.size() - pos) throw CodecError("striped rans coder: extra bits truncated or trailing");
+  st.extra.reserve(extra_total + kExtraPadding * st.lanes);
+  for (std::size_t l = 0; l < st.lanes; ++l) {
+    s.bit_pos[l] = 8 * std::uint64_t{st.extra.size()};
+    st.extra.insert(st.extra.end(), bytes.data() + pos, bytes.data() + pos + st.extra_size[l]);
+    pos += st.extra_size[l];
+    s.extra_limit[l] = st.extra.size();
+    st.extra.insert(st.extra.end(), kExtraPadding, 0);
+  }
+  s.extra = st.extra.data();
   st.max_rank = static_cast<std::uint32_t>(std::min<std::uint64_t>(alphabet_size, std::uint64_t{1} << 32) - 1);
   st.symbols.assign(symbol_of_rank.begin(), symbol_of_rank.end());
   st.row_buffers = RowBuffers(st.width, st.lanes);
   st.first_row_tokens = RowBuffers(st.width, st.lanes);
+  // Offsets grow by at most 4 bytes per symbol; the kernel keeps them in 31 bits.
+  const std::uint64_t reach = st.extra.size() + 4 * std::uint64_t{count};
+  std::uint32_t max_extra = 0;
+  for (std::uint32_t k = 0; k < model.token_count; ++k) max_extra = std::max(max_extra, t.extra_bits[k]);
+  st.simd = path == SimdPath::avx2 && (st.lanes == 8 || st.lanes == 16) && !st.symbols.empty() &&
+            model.scheme.split_exp == kScheme.split_exp && model.scheme.msb_bits == kScheme.msb_bits &&
+            max_extra <= kSimdMaxExtraBits && reach < (std::uint64_t{1} << 31) && model.contexts == kMaxContexts &&
+            std::equal(kHalfOctaveThresholds.begin(), kHalfOctaveThresholds.end(), model.thresholds.begin());
 }
 
 StripedRansDecoder::~StripedRansDecoder() = default;
@@ -467,7 +522,7 @@ void StripedRansDecoder::decode(std::span<std::uint32_t> out) {
     o += count * st.width;
     rows -= count;
     st.rows_done += count;
-    if (st.over != 0) throw CodecError("striped rans coder: rank outside the alphabet");
+    if (st.lanes_state.over != 0) throw CodecError("striped rans coder: rank outside the alphabet");
   }
 }
 
@@ -477,25 +532,31 @@ void StripedRansDecoder::finish() {
   const LaneStates& s = st.lanes_state;
   bool clean = !s.overrun;
   for (std::size_t l = 0; l < st.lanes; ++l) clean = clean && s.x[l] == kStateLow;
-  for (std::size_t g = 0; g < (st.lanes + kGroup - 1) / kGroup; ++g) clean = clean && s.p[g] == s.end[g];
+  for (std::size_t g = 0; g < group_count(st.lanes); ++g) clean = clean && s.p[g] == s.end[g];
   if (!clean) throw CodecError("striped rans coder: corrupt, truncated or trailing stream");
-  if (!st.bits.consumed_exactly()) throw CodecError("striped rans coder: extra bits truncated or trailing");
-  if (st.over != 0) throw CodecError("striped rans coder: rank outside the alphabet");
+  for (std::size_t l = 0; l < st.lanes; ++l) {
+    // Every bit read, the rest of the last byte zero.
+    const std::uint64_t begin = 8 * (std::uint64_t{s.extra_limit[l]} - st.extra_size[l]);
+    const std::uint64_t used = s.bit_pos[l] - begin, total = 8 * st.extra_size[l];
+    const bool exact = used <= total && total - used < 8 &&
+                       (used % 8 == 0 || (st.extra[s.bit_pos[l] >> 3] >> (s.bit_pos[l] & 7)) == 0);
+    if (!exact) throw CodecError("striped rans coder: extra bits truncated or trailing");
+  }
+  if (s.over != 0) throw CodecError("striped rans coder: rank outside the alphabet");
 }
 
 void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t* out) {
-  const Stripes stripes(lanes, count, width);
+  const Stripes stripes(lanes, count);
   const Tables& t = tables;
   LaneStates& s = lanes_state;
   const std::uint32_t* map = symbols.empty() ? nullptr : symbols.data();
-  RowBuffers& buffers = row_buffers;
+  RowBuffers& b = row_buffers;
   // The first row's upper row: the previous segment's first row (zeros before the first segment).
-  next_above(first_row_tokens, lanes, buffers.above);
+  next_above(first_row_tokens.tokens, lanes, b.above);
   std::array<std::uint32_t, kMaxLanes> active{};
-  // The SIMD kernels run whole row steps of 8 or 16 stripes while every word stream holds enough
+  // The SIMD kernel runs whole row steps of 8 or 16 stripes while every word stream holds enough
   // bytes for unchecked 16-byte loads; the rest (the last rows, a tail row of some stripes) is
-  // decoded the portable way, which reads the same words.
-  [[maybe_unused]] const bool simd_lanes = path == SimdPath::avx2 && (lanes == 8 || lanes == 16);
+  // decoded the portable way, which reads the same words and bits.
   const std::size_t row_bytes = 16 * width + 16;
   for (std::size_t r = 0; r < stripes.longest; ++r) {
     bool all = true;
@@ -505,36 +566,26 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
     }
     bool done = false;
 #ifdef TEZIP_HAVE_AVX2_KERNEL
-    if (simd_lanes && all) {
+    if (simd && all) {
       bool room = true;
-      for (std::size_t g = 0; g < stripes.groups(); ++g) room = room && std::size_t(s.end[g] - s.p[g]) >= row_bytes;
+      for (std::size_t g = 0; g < group_count(lanes); ++g) room = room && std::size_t(s.end[g] - s.p[g]) >= row_bytes;
       if (room) {
         if (lanes == 16) {
-          decode_row_avx2<2>(t, buffers.above.data(), buffers.tokens.data(), width, s);
+          decode_row_avx2<2>(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, s);
         } else {
-          decode_row_avx2<1>(t, buffers.above.data(), buffers.tokens.data(), width, s);
+          decode_row_avx2<1>(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, s);
         }
         done = true;
       }
     }
 #endif
-    if (!done) decode_row_portable(t, buffers.above.data(), buffers.tokens.data(), width, lanes, active.data(), s);
-    // Extra bits and the rank -> symbol map, stripe by stripe, while the tokens are in cache.
-    for (std::size_t l = 0; l < lanes; ++l) {
-      if (!active[l]) continue;
-      std::uint32_t* o = out + (stripes.start[l] + r) * width;
-      const std::uint16_t* tk = buffers.tokens.data() + lanes + l;
-      const bool fast = bits.room_for(32 * std::uint64_t{width});
-      if (map != nullptr) {
-        over |= fast ? finish_row<true, true>(t, tk, lanes, width, bits, max_rank, map, o)
-                     : finish_row<false, true>(t, tk, lanes, width, bits, max_rank, map, o);
-      } else {
-        over |= fast ? finish_row<true, false>(t, tk, lanes, width, bits, max_rank, map, o)
-                     : finish_row<false, false>(t, tk, lanes, width, bits, max_rank, map, o);
-      }
+    if (!done) {
+      decode_row_portable(t, b.above.data(), b.tokens.data(), b.values.data(), width, lanes, active.data(), map,
+                          max_rank, s);
     }
-    if (r == 0) first_row_tokens.tokens = buffers.tokens;
-    next_above(buffers, lanes, buffers.above);
+    scatter_rows(b.values.data(), width, lanes, active.data(), stripes, r, out);
+    if (r == 0) first_row_tokens.tokens = b.tokens;
+    next_above(b.tokens, lanes, b.above);
   }
 }
 
