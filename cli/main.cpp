@@ -15,6 +15,7 @@
 #include "cli/progress_bar.hpp"
 #include "cli/train_command.hpp"
 #include "codecs/codec_error.hpp"
+#include "codecs/simd.hpp"
 #include "batch/batch.hpp"
 #include "format/dataset_index.hpp"
 #include "compressor/decoder.hpp"
@@ -587,6 +588,13 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
   try {
+    // A TEZIP_SIMD this CPU cannot run is one error line here, not one per GOP later.
+    try {
+      codecs::simd_path();
+    } catch (const std::runtime_error& e) {
+      std::fprintf(stderr, "tezip: %s\n", e.what());
+      return cli::kUsage;
+    }
     return cli::dispatch(argc, argv);
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "tezip: %s\n%s", e.what(), cli::kUsageText);

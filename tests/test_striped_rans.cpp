@@ -1,0 +1,194 @@
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codecs/codec_error.hpp"
+#include "codecs/rank_remap.hpp"
+#include "codecs/simd.hpp"
+#include "codecs/striped_rans.hpp"
+#include "codecs/symbol_coder.hpp"
+#include "support/residuals.hpp"
+
+using namespace tezip::codecs;
+
+namespace {
+
+using tezip::test::alphabet_of;
+using tezip::test::laplacian_ranks;
+
+// Every kernel path this CPU runs; the portable one always.
+std::vector<SimdPath> paths() {
+  std::vector<SimdPath> out{SimdPath::portable};
+  if (simd_supported(SimdPath::avx2)) out.push_back(SimdPath::avx2);
+  return out;
+}
+
+// Ranks or symbols as decoded by `path`, or the message of the CodecError it threw.
+struct Outcome {
+  std::vector<std::uint32_t> values;
+  std::optional<std::string> error;
+  bool operator==(const Outcome&) const = default;
+};
+
+Outcome decode_with(SimdPath path, std::span<const std::uint8_t> bytes, std::size_t width, std::size_t count,
+                    std::uint64_t alphabet, std::span<const std::uint32_t> table = {}) {
+  Outcome o;
+  o.values.assign(count, 0xDEADBEEF);
+  try {
+    decode_striped_rans(bytes, width, alphabet, o.values, table, path);
+  } catch (const CodecError& e) {
+    o.error = e.what();
+    o.values.clear();
+  }
+  return o;
+}
+
+void require_round_trip(const std::vector<std::uint32_t>& ranks, std::size_t width, std::size_t segment_rows,
+                        std::uint64_t alphabet) {
+  INFO("width " << width << ", rows " << ranks.size() / width << ", segment " << segment_rows << ", alphabet " << alphabet);
+  const auto bytes = encode_striped_rans(ranks, width, segment_rows, alphabet);
+  for (const SimdPath path : paths()) {
+    INFO("path " << simd_name(path));
+    const Outcome o = decode_with(path, bytes, width, ranks.size(), alphabet);
+    REQUIRE_FALSE(o.error);
+    REQUIRE(o.values == ranks);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("striped rans picks 16 stripes for planes of 128 rows or more, 8 from 64, else 1", "[codecs][striped]") {
+  CHECK(striped_rans_lanes(288, 384) == 16);
+  CHECK(striped_rans_lanes(128, 1) == 16);
+  CHECK(striped_rans_lanes(127, 1000) == 8);
+  CHECK(striped_rans_lanes(64, 64) == 8);
+  CHECK(striped_rans_lanes(63, 64) == 1);
+  CHECK(striped_rans_lanes(1, 1) == 1);
+}
+
+TEST_CASE("striped rans round-trips on both kernel paths: stripes, tails, segments", "[codecs][striped]") {
+  struct Shape {
+    std::size_t width, rows, segment_rows;
+  };
+  // 1, 8 and 16 stripes; stripe lengths that differ (130 = 8 x 16 + 2); a last segment shorter
+  // than the others (300 = 2 x 128 + 44, whose 44 rows get 16 stripes of 2 or 3 rows); more stripes
+  // than rows in a segment; a segment of the whole stream (0).
+  const std::vector<Shape> shapes = {{1, 1, 0},    {7, 3, 0},     {64, 64, 64},  {384, 288, 288}, {33, 130, 130},
+                                     {50, 300, 128}, {17, 160, 150}, {5, 200, 0}, {1, 256, 128}, {3, 1000, 250}};
+  for (const auto& s : shapes)
+    for (double scale : {0.05, 1.0, 40.0}) {
+      const auto ranks = laplacian_ranks(s.width, s.rows, scale, 11);
+      require_round_trip(ranks, s.width, s.segment_rows, alphabet_of(ranks));
+    }
+  // Constant and two-valued streams.
+  require_round_trip(std::vector<std::uint32_t>(384 * 288, 0), 384, 288, 1);
+  require_round_trip(std::vector<std::uint32_t>(384 * 288, 5), 384, 288, 6);
+  std::vector<std::uint32_t> two(160 * 200);
+  for (std::size_t i = 0; i < two.size(); ++i) two[i] = (i * 2654435761u >> 7) & 1;
+  require_round_trip(two, 160, 200, 2);
+  require_round_trip({}, 10, 0, 1);
+}
+
+TEST_CASE("striped rans round-trips wide ranks: 24 extra bits on the SIMD path, more on the portable one", "[codecs][striped]") {
+  std::mt19937 rng(5);
+  for (const std::uint32_t max_bits : {12u, 20u, 26u, 32u}) {
+    std::vector<std::uint32_t> ranks(96 * 160);
+    for (auto& r : ranks) {
+      const std::uint32_t bits = rng() % (max_bits + 1);
+      r = bits == 0 ? 0 : static_cast<std::uint32_t>((std::uint64_t{rng()} | (std::uint64_t{1} << 32)) >> (33 - bits));
+    }
+    require_round_trip(ranks, 96, 160, max_bits == 32 ? (std::uint64_t{1} << 32) : alphabet_of(ranks));
+  }
+}
+
+TEST_CASE("striped rans maps ranks to symbols on both paths", "[codecs][striped]") {
+  const auto ranks = laplacian_ranks(200, 256, 3.0, 4);
+  const std::uint64_t alphabet = alphabet_of(ranks);
+  std::vector<std::uint32_t> table(alphabet);
+  for (std::size_t r = 0; r < table.size(); ++r) table[r] = static_cast<std::uint32_t>(r * 7919 + 3);
+  const auto bytes = encode_striped_rans(ranks, 200, 128, alphabet);
+  for (const SimdPath path : paths()) {
+    const Outcome o = decode_with(path, bytes, 200, ranks.size(), alphabet, table);
+    REQUIRE_FALSE(o.error);
+    for (std::size_t i = 0; i < ranks.size(); ++i) REQUIRE(o.values[i] == table[ranks[i]]);
+  }
+}
+
+TEST_CASE("striped rans decodes segment by segment as it decodes whole", "[codecs][striped]") {
+  const std::size_t width = 120, plane = 150, planes = 5;
+  const auto ranks = laplacian_ranks(width, plane * planes, 2.0, 8);
+  const std::uint64_t alphabet = alphabet_of(ranks);
+  const auto bytes = encode_striped_rans(ranks, width, plane, alphabet);
+  for (const SimdPath path : paths()) {
+    StripedRansDecoder decoder(bytes, width, ranks.size(), alphabet, {}, path);
+    std::vector<std::uint32_t> out(ranks.size());
+    for (std::size_t p = 0; p < planes; ++p) decoder.decode(std::span(out).subspan(p * plane * width, plane * width));
+    decoder.finish();
+    REQUIRE(out == ranks);
+
+    StripedRansDecoder partial(bytes, width, ranks.size(), alphabet, {}, path);
+    std::vector<std::uint32_t> half(plane * width / 2);
+    REQUIRE_THROWS_AS(partial.decode(half), std::invalid_argument);
+    StripedRansDecoder early(bytes, width, ranks.size(), alphabet, {}, path);
+    early.decode(std::span(out).first(plane * width));
+    REQUIRE_THROWS_AS(early.finish(), std::logic_error);
+  }
+}
+
+TEST_CASE("striped rans: both paths agree on damaged streams and never crash", "[codecs][striped]") {
+  const std::size_t width = 48, rows = 256;
+  const auto ranks = laplacian_ranks(width, rows, 4.0, 21);
+  const std::uint64_t alphabet = alphabet_of(ranks);
+  const auto bytes = encode_striped_rans(ranks, width, 128, alphabet);
+  std::mt19937 rng(3);
+  std::size_t errors = 0;
+  auto check = [&](const std::vector<std::uint8_t>& damaged) {
+    const Outcome reference = decode_with(SimdPath::portable, damaged, width, ranks.size(), alphabet);
+    for (const SimdPath path : paths()) REQUIRE(decode_with(path, damaged, width, ranks.size(), alphabet) == reference);
+    errors += reference.error.has_value();
+  };
+  for (std::size_t n = 0; n < bytes.size(); n += 1 + n / 7) check(std::vector<std::uint8_t>(bytes.begin(), bytes.begin() + n));
+  for (int trial = 0; trial < 300; ++trial) {
+    auto damaged = bytes;
+    damaged[rng() % damaged.size()] ^= static_cast<std::uint8_t>(1 + rng() % 255);
+    check(damaged);
+  }
+  auto longer = bytes;
+  longer.push_back(0);
+  check(longer);
+  // Truncations and trailing bytes are always detected; most flips are.
+  CHECK(errors > 250);
+  REQUIRE(decode_with(SimdPath::portable, longer, width, ranks.size(), alphabet).error);
+  // Other shapes than the encoder's are refused, not misread.
+  std::vector<std::uint32_t> more(ranks.size() + width), fewer(ranks.size() - 1);
+  REQUIRE_THROWS_AS(decode_striped_rans(bytes, width, alphabet, more), CodecError);
+  REQUIRE_THROWS_AS(decode_striped_rans(bytes, width + 1, alphabet, fewer), CodecError);
+}
+
+TEST_CASE("symbol coder gives rows to the striped coder and reads them plane by plane", "[codecs][striped]") {
+  const std::size_t width = 96, plane = 130, planes = 3;
+  const std::vector<std::uint32_t> zig = laplacian_ranks(width, plane * planes, 2.0, 9);
+  std::vector<std::int32_t> values(zig.size());
+  for (std::size_t i = 0; i < zig.size(); ++i) values[i] = static_cast<std::int32_t>(zig[i] >> 1) ^ -static_cast<std::int32_t>(zig[i] & 1);
+  SymbolCoderStats stats;
+  const auto bytes = encode_symbols(zig, width, {.allow_adaptive = false, .segment_rows = plane}, &stats);
+  REQUIRE(stats.chosen == EntropyCoderKind::StripedRans);
+  SignedSymbolReader reader(bytes, width, values.size());
+  std::vector<std::int32_t> out(values.size());
+  for (std::size_t p = 0; p < planes; ++p) reader.read(std::span(out).subspan(p * plane * width, plane * width));
+  reader.finish();
+  REQUIRE(out == values);
+}
+
+TEST_CASE("simd paths parse by name and the portable one is always there", "[codecs][simd]") {
+  CHECK(simd_supported(SimdPath::portable));
+  CHECK(parse_simd_path("portable") == SimdPath::portable);
+  CHECK(parse_simd_path("avx2") == SimdPath::avx2);
+  CHECK_FALSE(parse_simd_path("avx512"));
+  CHECK(std::string(simd_name(SimdPath::avx2)) == "avx2");
+  CHECK(simd_supported(simd_path()));
+}
