@@ -193,8 +193,57 @@ void decode_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, 
   decode_mapped(bytes, row_width, out, [](std::uint32_t v) { return v; });
 }
 
+// A zstd payload's ranks, parsed as its bytes stream in: a GOP's plane symbols decode plane by
+// plane without the whole byte stream (a byte per pixel) in memory.
+class ZstdRankStream {
+ public:
+  ZstdRankStream(std::span<const std::uint8_t> payload, std::uint64_t alphabet_size, std::size_t count)
+      : alphabet_(alphabet_size),
+        frame_(payload, count, max_bytes_per_rank(alphabet_size) * count, "zstd payload"),
+        buf_(kBuffer) {}
+
+  void read(std::span<std::int32_t> out, const std::vector<std::uint32_t>& table) {
+    for (auto& v : out) {
+      if (end_ - pos_ < kMaxVarint + 1) refill();
+      if (pos_ >= end_) throw CodecError("zstd payload: too few symbols");
+      const std::uint8_t b = buf_[pos_++];
+      std::uint64_t rank = b;
+      if (b == kEscape) rank = kEscape + read_varint(std::span<const std::uint8_t>(buf_.data(), end_), pos_);
+      if (rank >= alphabet_) throw CodecError("zstd payload: rank outside the table");
+      v = static_cast<std::int32_t>(table[rank]);
+    }
+  }
+
+  void finish() {
+    refill();
+    if (pos_ != end_) throw CodecError("zstd payload: trailing bytes");
+    frame_.finish();
+  }
+
+ private:
+  static constexpr std::size_t kBuffer = std::size_t{1} << 17, kMaxVarint = 10;
+
+  static std::size_t max_bytes_per_rank(std::uint64_t alphabet_size) {
+    const std::uint64_t max_rank = alphabet_size - 1;
+    return max_rank < kEscape ? 1 : 1 + varint_size(max_rank - kEscape);
+  }
+  void refill() {
+    std::copy(buf_.begin() + static_cast<std::ptrdiff_t>(pos_), buf_.begin() + static_cast<std::ptrdiff_t>(end_), buf_.begin());
+    end_ -= pos_;
+    pos_ = 0;
+    end_ += frame_.read(std::span(buf_).subspan(end_));
+  }
+
+  std::uint64_t alphabet_;
+  ZstdFrameReader frame_;
+  std::vector<std::uint8_t> buf_;
+  std::size_t pos_ = 0, end_ = 0;
+};
+
 struct SignedSymbolReader::State {
   std::unique_ptr<StripedRansDecoder> striped;  // or:
+  std::unique_ptr<ZstdRankStream> zstd;         // with `table`, or:
+  std::vector<std::uint32_t> table;
   std::vector<std::int32_t> all;
   std::size_t count = 0, done = 0;
 };
@@ -203,13 +252,20 @@ SignedSymbolReader::SignedSymbolReader(std::span<const std::uint8_t> bytes, std:
     : s_(std::make_unique<State>()) {
   s_->count = count;
   const auto unzig = [](std::uint32_t v) { return static_cast<std::uint32_t>(unzigzag(v)); };
-  if (!bytes.empty() && bytes[0] == static_cast<std::uint8_t>(EntropyCoderKind::StripedRans)) {
+  const bool striped = !bytes.empty() && bytes[0] == static_cast<std::uint8_t>(EntropyCoderKind::StripedRans);
+  const bool zstd = !bytes.empty() && bytes[0] == static_cast<std::uint8_t>(EntropyCoderKind::Zstd);
+  if (striped || zstd) {
     std::size_t pos = 1;
     if (read_varint(bytes, pos) != count) throw CodecError("symbol stream: symbol count differs from the expected count");
     std::vector<std::uint32_t> table = read_rank_table(bytes, pos, count);
     for (auto& v : table) v = unzig(v);
-    if (table.size() >= 2) {
+    if (table.size() >= 2 && striped) {
       s_->striped = std::make_unique<StripedRansDecoder>(bytes.subspan(pos), row_width, count, table.size(), table);
+      return;
+    }
+    if (table.size() >= 2) {
+      s_->zstd = std::make_unique<ZstdRankStream>(bytes.subspan(pos), table.size(), count);
+      s_->table = std::move(table);
       return;
     }
   }
@@ -227,6 +283,8 @@ void SignedSymbolReader::read(std::span<std::int32_t> out) {
   if (out.size() > s.count - s.done) throw std::invalid_argument("SignedSymbolReader: read past the end");
   if (s.striped) {
     s.striped->decode(std::span(reinterpret_cast<std::uint32_t*>(out.data()), out.size()));
+  } else if (s.zstd) {
+    s.zstd->read(out, s.table);
   } else {
     std::copy_n(s.all.begin() + static_cast<std::ptrdiff_t>(s.done), out.size(), out.begin());
   }
@@ -236,6 +294,7 @@ void SignedSymbolReader::read(std::span<std::int32_t> out) {
 void SignedSymbolReader::finish() {
   if (s_->done != s_->count) throw std::logic_error("SignedSymbolReader: finished before the last symbol");
   if (s_->striped) s_->striped->finish();
+  if (s_->zstd) s_->zstd->finish();
 }
 
 void decode_signed_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, std::span<std::int32_t> out) {

@@ -2,6 +2,7 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -54,6 +55,58 @@ std::vector<std::uint8_t> decompress_zstd_frame(std::span<const std::uint8_t> fr
   const std::size_t got = ZSTD_decompressDCtx(thread_dctx(), bytes.data(), bytes.size(), frame.data(), frame.size());
   if (ZSTD_isError(got) || got != bytes.size()) throw CodecError(std::string(what) + ": corrupt zstd frame");
   return bytes;
+}
+
+void ZstdFrameReader::DCtxFree::operator()(void* d) const { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(d)); }
+
+ZstdFrameReader::ZstdFrameReader(std::span<const std::uint8_t> frame, std::size_t min_size, std::size_t max_size,
+                                 const char* what)
+    : frame_(frame), what_(what) {
+  const unsigned long long size = ZSTD_getFrameContentSize(frame.data(), frame.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size < min_size || size > max_size)
+    throw CodecError(std::string(what) + ": bad zstd frame header");
+  if (ZSTD_findFrameCompressedSize(frame.data(), frame.size()) != frame.size())
+    throw CodecError(std::string(what) + ": truncated zstd frame or trailing bytes");
+  size_ = size;
+  // Its own context: several readers of one thread stream at once (one per GOP of a batch).
+  dctx_.reset(ZSTD_createDCtx());
+  if (!dctx_) throw std::bad_alloc();
+}
+
+ZstdFrameReader::~ZstdFrameReader() = default;
+
+std::size_t ZstdFrameReader::read(std::span<std::uint8_t> out) {
+  const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), size_ - delivered_));
+  ZSTD_outBuffer o{out.data(), want, 0};
+  while (o.pos < o.size) {
+    ZSTD_inBuffer in{frame_.data(), frame_.size(), in_pos_};
+    const std::size_t out_before = o.pos;
+    const std::size_t r = ZSTD_decompressStream(static_cast<ZSTD_DCtx*>(dctx_.get()), &o, &in);
+    const bool stuck = in.pos == in_pos_ && o.pos == out_before;
+    in_pos_ = in.pos;
+    if (ZSTD_isError(r)) throw CodecError(std::string(what_) + ": corrupt zstd frame");
+    ended_ = r == 0;
+    if (ended_ && o.pos < o.size) throw CodecError(std::string(what_) + ": corrupt zstd frame (shorter than declared)");
+    if (stuck) throw CodecError(std::string(what_) + ": truncated zstd frame");
+  }
+  delivered_ += o.pos;
+  return o.pos;
+}
+
+void ZstdFrameReader::finish() {
+  if (!at_end()) throw CodecError(std::string(what_) + ": frame not read to its end");
+  std::uint8_t extra = 0;
+  ZSTD_outBuffer o{&extra, 1, 0};
+  while (!ended_) {
+    ZSTD_inBuffer in{frame_.data(), frame_.size(), in_pos_};
+    const std::size_t r = ZSTD_decompressStream(static_cast<ZSTD_DCtx*>(dctx_.get()), &o, &in);
+    const bool progress = in.pos != in_pos_;
+    in_pos_ = in.pos;
+    if (ZSTD_isError(r) || o.pos != 0) throw CodecError(std::string(what_) + ": corrupt zstd frame");
+    ended_ = r == 0;
+    if (!ended_ && !progress) throw CodecError(std::string(what_) + ": truncated zstd frame");
+  }
+  if (in_pos_ != frame_.size()) throw CodecError(std::string(what_) + ": trailing bytes after the zstd frame");
 }
 
 }  // namespace tezip::codecs

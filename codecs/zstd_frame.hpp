@@ -1,6 +1,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -15,5 +16,34 @@ std::vector<std::uint8_t> decompress_zstd_frame(std::span<const std::uint8_t> fr
 // One zstd frame of `bytes` at `level`. The compression context is kept per thread and reused:
 // a fresh one per call costs its tables' allocation and zeroing (at level 9, several MB) every time.
 std::vector<std::uint8_t> compress_zstd_frame(std::span<const std::uint8_t> bytes, int level);
+
+// The same frame streamed: its bytes a buffer at a time, so that a large payload never sits in
+// memory whole. The checks of decompress_zstd_frame run in the constructor and in read().
+class ZstdFrameReader {
+ public:
+  ZstdFrameReader(std::span<const std::uint8_t> frame, std::size_t min_size, std::size_t max_size, const char* what);
+  ~ZstdFrameReader();
+  ZstdFrameReader(const ZstdFrameReader&) = delete;
+  ZstdFrameReader& operator=(const ZstdFrameReader&) = delete;
+
+  // Fills `out` with the next bytes and returns how many: fewer than out.size() only at the end.
+  std::size_t read(std::span<std::uint8_t> out);
+  // Whether every byte the frame declares was delivered.
+  bool at_end() const { return delivered_ == size_; }
+  // Throws CodecError unless at_end() and the frame then ends exactly (epilogue, checksum).
+  void finish();
+  std::uint64_t size() const { return size_; }
+
+ private:
+  struct DCtxFree {
+    void operator()(void* d) const;
+  };
+  std::unique_ptr<void, DCtxFree> dctx_;
+  std::span<const std::uint8_t> frame_;
+  std::size_t in_pos_ = 0;
+  std::uint64_t size_ = 0, delivered_ = 0;
+  bool ended_ = false;  // zstd reported the end of the frame
+  const char* what_;
+};
 
 }  // namespace tezip::codecs
