@@ -14,13 +14,18 @@ namespace {
 
 using codecs::PlaneTransform;
 
-constexpr std::uint8_t kChunkVersion = 2;  // 2: per-block forecast maps
+constexpr std::uint8_t kChunkVersion = 3;  // 2: per-block forecast maps; 3: channel deltas
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
 // Added to the mode of an inter plane whose forecast is built per block (codecs/forecast_blocks.hpp)
 // from the predictor's forecast and the previous frame; its map is in the chunk's map stream.
 constexpr std::uint8_t kBlockMapFlag = 0x10;
+// Added to the mode of a plane of channel c > 0 whose symbols are coded as the difference from
+// channel c - 1's (before the spatial transform): the residuals of colour channels move together
+// (measured on vtest: order-0 entropy 2.2 bits per channel, 1.0-1.1 for the difference).
+constexpr std::uint8_t kChannelDeltaFlag = 0x20;
+constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag;
 
 // Leaves new elements uninitialized: the decoder's symbol buffer (4 bytes per pixel of a GOP) is
 // written in full by the entropy decoder, and zeroing it first cost 2% of decoding.
@@ -195,7 +200,17 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   std::vector<std::uint32_t> block_map(codecs::forecast_block_count(shape.width, shape.height));
 
   const bool fallback_blocks = predictor.block_fallback();
+  // The symbols of the previous channel's plane of the same frame (before any delta or transform),
+  // for channel deltas; valid while previous_channel == c - 1.
+  std::vector<std::int32_t> previous_symbols(plane_size), delta(plane_size);
+  std::size_t previous_channel = SIZE_MAX;
+  auto delta_of = [&](std::span<const std::int32_t> symbols) {
+    for (std::size_t i = 0; i < plane_size; ++i) delta[i] = symbols[i] - previous_symbols[i];
+    return std::span<const std::int32_t>(delta);
+  };
   auto code_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
+    const bool delta_allowed = c > 0 && previous_channel == c - 1;
+    previous_channel = SIZE_MAX;
     const auto& frame = (*gops[g])[t];
     const std::span<const std::uint16_t> plane(frame.data() + c * plane_size, plane_size);
     std::span<std::uint16_t> recon(encoded[g].reconstruction[t].data() + c * plane_size, plane_size);
@@ -237,7 +252,15 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
     }
     if (forecast.empty()) {
       codecs::quantize_plane_intra(plane, shape.width, bound, plane_symbols, recon, s.literals);
-      s.symbols.insert(s.symbols.end(), plane_symbols.begin(), plane_symbols.end());
+      if (delta_allowed && codecs::estimate_cost(delta_of(plane_symbols), shape.width) <
+                               codecs::estimate_cost(plane_symbols, shape.width)) {
+        record.mode |= kChannelDeltaFlag;
+        s.symbols.insert(s.symbols.end(), delta.begin(), delta.end());
+      } else {
+        s.symbols.insert(s.symbols.end(), plane_symbols.begin(), plane_symbols.end());
+      }
+      std::copy(plane_symbols.begin(), plane_symbols.end(), previous_symbols.begin());
+      previous_channel = c;
     } else if (settings.quantizer == QuantizerKind::Interval && settings.bound.mode != codecs::BoundMode::Lossless) {
       codecs::IntervalRuns runs;
       codecs::interval_quantize(plane, forecast, bound, runs, recon);
@@ -252,28 +275,54 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
       inter_literals.clear();
       intra_literals.clear();
       codecs::quantize_plane(plane, forecast, bound, plane_symbols, recon, inter_literals);
-      const auto inter = codecs::choose_transform(plane_symbols, shape.width);
+      auto inter = codecs::choose_transform(plane_symbols, shape.width);
+      bool use_delta = false;
+      if (delta_allowed) {
+        const auto d = codecs::choose_transform(delta_of(plane_symbols), shape.width);
+        if (d.cost < inter.cost) inter = d, use_delta = true;
+      }
       // Intra coding of a forecast plane rarely wins (scene cuts, appearing objects): estimated on
       // the original pixels first (exact when lossless), quantized for real only when it may win.
       const auto intra_estimate = codecs::estimate_cost_rows(codecs::sample_intra_symbols(plane, shape.width, bound));
       const bool may_win = settings.bound.mode == codecs::BoundMode::Lossless ? intra_estimate < inter.cost
                                                                              : intra_estimate < inter.cost + inter.cost / 8;
-      if (may_win) codecs::quantize_plane_intra(plane, shape.width, bound, intra_symbols, intra_recon, intra_literals);
-      if (may_win && codecs::estimate_cost(intra_symbols, shape.width) < inter.cost) {
-        record.mode = kIntraPlane;
+      std::uint64_t intra_cost = UINT64_MAX;
+      bool intra_delta = false;
+      if (may_win) {
+        codecs::quantize_plane_intra(plane, shape.width, bound, intra_symbols, intra_recon, intra_literals);
+        intra_cost = codecs::estimate_cost(intra_symbols, shape.width);
+        if (delta_allowed)
+          if (const auto d = codecs::estimate_cost(delta_of(intra_symbols), shape.width); d < intra_cost)
+            intra_cost = d, intra_delta = true;
+      }
+      if (intra_cost < inter.cost) {
+        record.mode = kIntraPlane | (intra_delta ? kChannelDeltaFlag : 0);
         std::copy(intra_recon.begin(), intra_recon.end(), recon.begin());
-        s.symbols.insert(s.symbols.end(), intra_symbols.begin(), intra_symbols.end());
+        if (intra_delta) {
+          s.symbols.insert(s.symbols.end(), delta.begin(), delta.end());
+        } else {
+          s.symbols.insert(s.symbols.end(), intra_symbols.begin(), intra_symbols.end());
+        }
         s.literals.insert(s.literals.end(), intra_literals.begin(), intra_literals.end());
+        std::copy(intra_symbols.begin(), intra_symbols.end(), previous_symbols.begin());
       } else {
         record.mode = std::uint8_t(inter.transform);
         if (mapped) {
           record.mode |= kBlockMapFlag;
           s.block_maps.insert(s.block_maps.end(), block_map.begin(), block_map.end());
         }
-        codecs::forward_transform(inter.transform, plane_symbols, shape.width, transformed);
+        if (use_delta) {
+          record.mode |= kChannelDeltaFlag;
+          delta_of(plane_symbols);  // the intra candidate above may have used the buffer
+        }
+        codecs::forward_transform(inter.transform,
+                                  use_delta ? std::span<const std::int32_t>(delta) : std::span<const std::int32_t>(plane_symbols),
+                                  shape.width, transformed);
         s.symbols.insert(s.symbols.end(), transformed.begin(), transformed.end());
         s.literals.insert(s.literals.end(), inter_literals.begin(), inter_literals.end());
+        std::copy(plane_symbols.begin(), plane_symbols.end(), previous_symbols.begin());
       }
+      previous_channel = c;
     }
     s.planes[t].push_back(record);
   };
@@ -312,7 +361,8 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
 
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     ByteReader in(chunks[g], "chunk");
-    if (in.u8() != kChunkVersion) in.fail("unknown chunk version");
+    const std::uint8_t version = in.u8();
+    if (version != kChunkVersion && version != 2) in.fail("unknown chunk version");
     if (in.u8() != std::uint8_t(settings.quantizer)) in.fail("quantizer differs from the archive's");
     const std::size_t count = in.varint();
     if (count != frame_counts[g] || count == 0) in.fail("frame count differs from the index");
@@ -323,8 +373,10 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
       for (auto& plane : s.planes[t]) {
         plane.tolerance = std::uint32_t(in.varint(shape.max_value, "tolerance"));
         plane.mode = in.u8();
-        const std::uint8_t base = plane.mode & ~kBlockMapFlag;
+        const std::uint8_t base = plane.mode & ~kModeFlags;
         if (base > kIntraPlane) in.fail("unknown plane mode");
+        const std::size_t c = std::size_t(&plane - s.planes[t].data());
+        if ((plane.mode & kChannelDeltaFlag) && (version < 3 || c == 0)) in.fail("channel delta without a previous channel");
         if (plane.mode & kBlockMapFlag) {
           if (base == kIntraPlane || frame_is_intra(predictor, t)) in.fail("forecast map on a plane without a forecast");
           map_count += codecs::forecast_block_count(shape.width, shape.height);
@@ -334,6 +386,7 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
                               settings.bound.mode != codecs::BoundMode::Lossless;
         if (interval) {
           if (plane.run_count == 0 && plane_size > 0) in.fail("interval plane without runs");
+          if (plane.mode & kChannelDeltaFlag) in.fail("channel delta on an interval-coded plane");
           run_count += plane.run_count;
         } else {
           if (plane.run_count != 0) in.fail("runs recorded for a plane without interval coding");
@@ -370,7 +423,9 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
 
   std::vector<std::size_t> map_pos(chunks.size(), 0);
   std::vector<std::uint16_t> blended(plane_size);
-  std::vector<std::int32_t, DefaultInitAllocator<std::int32_t>> plane_symbols(plane_size);
+  std::vector<std::int32_t, DefaultInitAllocator<std::int32_t>> plane_symbols(plane_size), previous_symbols;
+  if (shape.channels > 1) previous_symbols.resize(plane_size);
+  std::pair<std::size_t, std::size_t> previous_channel{SIZE_MAX, SIZE_MAX};  // (GOP, plane) of previous_symbols
   const std::size_t map_size = codecs::forecast_block_count(shape.width, shape.height);
   auto decode_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
     GopSymbols& s = coded[g];
@@ -393,11 +448,21 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
     }
     const std::span<std::int32_t> symbols(plane_symbols);
     readers[g].read(symbols);
-    if (forecast.empty() || (record.mode & ~kBlockMapFlag) == kIntraPlane) {
+    const bool intra = forecast.empty() || (record.mode & ~kModeFlags) == kIntraPlane;
+    if (!intra) codecs::inverse_transform(PlaneTransform(record.mode & ~kModeFlags), symbols, shape.width);
+    if (record.mode & kChannelDeltaFlag) {
+      // Validated when the chunk was read: c > 0, and channel c - 1 of this frame came just before.
+      if (previous_channel != std::make_pair(g, t * shape.channels + c - 1)) throw DataError("chunk: channel delta after a plane without symbols");
+      for (std::size_t i = 0; i < plane_size; ++i) symbols[i] += previous_symbols[i];
+    }
+    if (intra) {
       codecs::dequantize_plane_intra(symbols, shape.width, bound, recon, literals[g]);
     } else {
-      codecs::inverse_transform(PlaneTransform(record.mode & ~kBlockMapFlag), symbols, shape.width);
       codecs::dequantize_plane(symbols, forecast, bound, recon, literals[g]);
+    }
+    if (shape.channels > 1) {
+      plane_symbols.swap(previous_symbols);
+      previous_channel = {g, t * shape.channels + c};
     }
   };
 
