@@ -35,6 +35,7 @@ struct SymbolCoderStats {
   std::size_t adaptive_bytes = 0;  // whole output size the adaptive path gave (0 if not tried)
   std::size_t rans_bytes = 0;      // whole output size the rANS path gave (0 if not tried)
   std::size_t distinct_symbols = 0;
+  bool zstd_probed_only = false;   // zstd_bytes is the probe's: the chosen level could not have won
 };
 
 // Codes `symbols` laid out as rows of `row_width` (the context model uses the left and upper
