@@ -289,7 +289,7 @@ std::vector<std::uint8_t> encode_rans(std::span<const std::uint32_t> ranks, std:
   words.reserve(n / 4 + 16);
   for_each_in_reverse_decoding_order(layout, [&](std::size_t i, int lane) {
     const std::size_t k = contexts[i] * kMaxTokens + tokens[i];
-    encode_step(state[lane], model.freq[k], model.cumul[k], words);
+    encode_step(state[lane], model.freq[k], model.reciprocals[k], model.cumul[k], words);
   });
   append_varint(8 + 2 * words.size(), out);
   for (std::uint32_t x : state) append_u32le(x, out);

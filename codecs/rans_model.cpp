@@ -91,6 +91,9 @@ ContextModel build_model(std::span<const std::uint64_t> counts, std::uint32_t to
       running += m.freq[c * kMaxTokens + k];
     }
   }
+  m.reciprocals.assign(m.freq.size(), 0);
+  for (std::size_t k = 0; k < m.freq.size(); ++k)
+    if (m.freq[k] > 0) m.reciprocals[k] = reciprocal(m.freq[k]);
   return m;
 }
 

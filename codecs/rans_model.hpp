@@ -65,6 +65,7 @@ struct ContextModel {
   std::array<std::uint32_t, kMaxContexts - 1> thresholds{};  // contexts - 1 of them, increasing
   std::vector<std::uint32_t> freq;                            // [context * kMaxTokens + token], each context sums to kProbScale or is all 0
   std::vector<std::uint32_t> cumul;                           // the same layout, running sums
+  std::vector<std::uint64_t> reciprocals;                     // the same layout, reciprocal(freq) (encoder only)
 
   std::span<const std::uint32_t> threshold_span() const { return {thresholds.data(), contexts - 1}; }
 };
@@ -146,14 +147,23 @@ inline void append_u32le(std::uint32_t x, std::vector<std::uint8_t>& out) {
   for (int b = 0; b < 4; ++b) out.push_back(static_cast<std::uint8_t>(x >> (8 * b)));
 }
 
-// One rANS encoding step of a symbol with frequency f and cumulative frequency c: emits at most one
-// 16-bit word into `words` (collected in reverse: the caller flips them).
-inline void encode_step(std::uint32_t& x, std::uint32_t f, std::uint32_t c, std::vector<std::uint16_t>& words) {
+// ceil(2^43 / f) for a frequency f in [1, kProbScale]: x / f == (x * reciprocal(f)) >> 43 for
+// every 32-bit x (the error of the rounded-up reciprocal stays below 2^32 / 2^43 = 2^-11 <= 1/f).
+inline std::uint64_t reciprocal(std::uint32_t f) { return ((std::uint64_t{1} << 43) + f - 1) / f; }
+inline std::uint32_t divide(std::uint32_t x, std::uint64_t reciprocal) {
+  return static_cast<std::uint32_t>((static_cast<unsigned __int128>(x) * reciprocal) >> 43);
+}
+
+// One rANS encoding step of a symbol with frequency f (reciprocal r = reciprocal(f)) and
+// cumulative frequency c: emits at most one 16-bit word into `words` (collected in reverse: the
+// caller flips them).
+inline void encode_step(std::uint32_t& x, std::uint32_t f, std::uint64_t r, std::uint32_t c, std::vector<std::uint16_t>& words) {
   if (std::uint64_t{x} >= (std::uint64_t{f} << (32 - kProbBits))) {
     words.push_back(static_cast<std::uint16_t>(x));
     x >>= 16;
   }
-  x = ((x / f) << kProbBits) + (x % f) + c;
+  const std::uint32_t q = divide(x, r);
+  x = (q << kProbBits) + (x - q * f) + c;
 }
 
 }  // namespace tezip::codecs::rans

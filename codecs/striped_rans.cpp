@@ -370,7 +370,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
           if (r >= stripes.length(l)) continue;
           const std::size_t i = (first + stripes.start[l] + r) * width + x;
           const std::size_t k = contexts[i] * kMaxTokens + tokens[i];
-          encode_step(state[l], model.freq[k], model.cumul[k], words[l / kGroup]);
+          encode_step(state[l], model.freq[k], model.reciprocals[k], model.cumul[k], words[l / kGroup]);
         }
   }
 

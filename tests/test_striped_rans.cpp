@@ -8,6 +8,7 @@
 
 #include "codecs/codec_error.hpp"
 #include "codecs/rank_remap.hpp"
+#include "codecs/rans_model.hpp"
 #include "codecs/simd.hpp"
 #include "codecs/striped_rans.hpp"
 #include "codecs/symbol_coder.hpp"
@@ -191,4 +192,21 @@ TEST_CASE("simd paths parse by name and the portable one is always there", "[cod
   CHECK_FALSE(parse_simd_path("avx512"));
   CHECK(std::string(simd_name(SimdPath::avx2)) == "avx2");
   CHECK(simd_supported(simd_path()));
+}
+
+TEST_CASE("the encoder's reciprocal division equals integer division for every frequency", "[codecs][rans]") {
+  using namespace tezip::codecs::rans;
+  std::mt19937 rng(2);
+  for (std::uint32_t f = 1; f <= kProbScale; ++f) {
+    const std::uint64_t r = reciprocal(f);
+    for (const std::uint32_t x : {0u, 1u, f - 1, f, f + 1, 2 * f - 1, 0xFFFFFFFFu, 0xFFFFFFFFu - f, 0x80000000u})
+      REQUIRE(divide(x, r) == x / f);
+    for (int k = 0; k < 200; ++k) {
+      const std::uint32_t x = static_cast<std::uint32_t>(rng());
+      REQUIRE(divide(x, r) == x / f);
+      // Just below a multiple of f, where a rounding error would show.
+      const std::uint32_t y = (x / f) * f;
+      if (y > 0) REQUIRE(divide(y - 1, r) == (y - 1) / f);
+    }
+  }
 }
