@@ -32,6 +32,23 @@ inline std::int32_t bin_index(std::int32_t r, std::int32_t e) {
   return r >= 0 ? (r + e) / w : -((-r + e) / w);
 }
 
+// bin_index for one half width e, by a multiplication: (|r| + e) / w == ((|r| + e) * m) >> 32 with
+// m = ceil(2^32 / w), exact while |r| + e < 2^17 and w < 2^15 (the rounding error stays below
+// 2^17 / 2^32 = 2^-15 < 1 / w). Pixels are at most 16-bit, so only the width can rule it out.
+struct UniformBins {
+  std::int32_t e = 0, w = 1;
+  std::uint64_t m = 0;
+
+  explicit UniformBins(std::uint32_t half_width)
+      : e(std::int32_t(half_width)), w(2 * std::int32_t(half_width) + 1), m(((std::uint64_t{1} << 32) + std::uint64_t(w) - 1) / std::uint64_t(w)) {}
+  static bool exact(std::uint32_t half_width) { return half_width < (1u << 14) - 1; }
+  std::int32_t bin(std::int32_t r) const {
+    const std::uint32_t u = std::uint32_t(r >= 0 ? r : -r) + std::uint32_t(e);
+    const auto q = std::int32_t((std::uint64_t(u) * m) >> 32);
+    return r >= 0 ? q : -q;
+  }
+};
+
 void check_sizes(std::size_t a, std::size_t b, std::size_t c) {
   if (a != b || a != c) throw CodecError("plane buffers differ in size");
 }
@@ -86,6 +103,18 @@ void quantize_plane(std::span<const std::uint16_t> plane, std::span<const std::u
     std::copy(plane.begin(), plane.end(), recon.begin());
     return;
   }
+  if (bound.pointwise_rel <= 0 && UniformBins::exact(bound.tolerance)) {
+    // A uniform tolerance: no escapes, one bin width; vectorizable.
+    const UniformBins bins(bound.tolerance);
+    const std::int32_t max_value = std::int32_t(bound.max_value);
+    for (std::size_t i = 0; i < plane.size(); ++i) {
+      const std::int32_t f = forecast[i];
+      const std::int32_t q = bins.bin(std::int32_t(plane[i]) - f);
+      symbols[i] = q;
+      recon[i] = std::uint16_t(std::clamp(f + q * bins.w, 0, max_value));
+    }
+    return;
+  }
   const LinearQuantizer quantizer(bound);
   for (std::size_t i = 0; i < plane.size(); ++i) symbols[i] = quantizer.quantize(plane[i], forecast[i], recon[i], literals);
 }
@@ -138,6 +167,17 @@ void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t widt
                           std::vector<std::uint16_t>& literals) {
   check_sizes(plane.size(), symbols.size(), recon.size());
   if (width == 0 || plane.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
+  if (bound.pointwise_rel <= 0 && UniformBins::exact(bound.tolerance)) {
+    const UniformBins bins(bound.tolerance);
+    const std::int32_t max_value = std::int32_t(bound.max_value);
+    for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1)) {
+      const std::int32_t f = std::int32_t(intra_forecast(recon, i, x, width));
+      const std::int32_t q = bins.bin(std::int32_t(plane[i]) - f);
+      symbols[i] = q;
+      recon[i] = std::uint16_t(std::clamp(f + q * bins.w, 0, max_value));
+    }
+    return;
+  }
   const LinearQuantizer quantizer(bound);
   for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1)) {
     const std::uint32_t f = intra_forecast(recon, i, x, width);
@@ -171,11 +211,13 @@ std::vector<std::int32_t> sample_intra_symbols(std::span<const std::uint16_t> pl
   const LinearQuantizer quantizer(bound);
   std::vector<std::int32_t> out;
   out.reserve((height + step - 1) / step * width);
+  const bool uniform = bound.pointwise_rel <= 0 && UniformBins::exact(bound.tolerance);
+  const UniformBins bins(uniform ? bound.tolerance : 0);
   for (std::size_t y = 0; y < height; y += step)
     for (std::size_t x = 0, i = y * width; x < width; ++x, ++i) {
       const std::int32_t f = std::int32_t(intra_forecast(plane, i, x, width));
       const std::int32_t r = std::int32_t(plane[i]) - f;
-      out.push_back(bin_index(r, std::int32_t(quantizer.half_width(std::uint32_t(f)))));
+      out.push_back(uniform ? bins.bin(r) : bin_index(r, std::int32_t(quantizer.half_width(std::uint32_t(f)))));
     }
   return out;
 }

@@ -309,7 +309,6 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     tokens[i] = static_cast<std::uint8_t>(scheme.token_of(ranks[i]));
   }
   const ClassTable classes = class_table(kHalfOctaveThresholds);
-  std::vector<std::uint8_t> contexts(n);
   auto for_each_segment = [&](auto&& fn) {
     for (std::size_t first = 0; first < rows; first += segment_rows) {
       const std::size_t count = std::min(segment_rows, rows - first);
@@ -320,6 +319,8 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   // segment (the same place one frame earlier, when segments are planes), or none.
   std::array<std::size_t, kMaxLanes> previous_first;
   previous_first.fill(SIZE_MAX);
+  // The context of every symbol, then (once the model is known) its table index.
+  std::vector<std::uint16_t> index(n);
   for_each_segment([&](std::size_t first, const Stripes& stripes) {
     for (std::size_t l = 0; l < stripes.lanes; ++l)
       for (std::size_t r = 0; r < stripes.length(l); ++r) {
@@ -328,31 +329,38 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
         const std::uint8_t* up = r > 0 ? t - width
                                  : previous_first[l] != SIZE_MAX ? tokens.data() + previous_first[l] * width
                                                                  : nullptr;
-        for (std::size_t x = 0; x < width; ++x) {
-          std::uint32_t activity = x > 0 ? 2u * t[x - 1] : 0;
-          if (up) activity += 2u * up[x] + (x > 0 ? up[x - 1] : 0) + (x + 1 < width ? up[x + 1] : 0);
-          contexts[row * width + x] = classes[activity];
+        std::uint16_t* k = index.data() + row * width;
+        if (up == nullptr) {
+          k[0] = classes[0];
+          for (std::size_t x = 1; x < width; ++x) k[x] = classes[2u * t[x - 1]];
+        } else if (width == 1) {
+          k[0] = classes[2u * up[0]];
+        } else {
+          k[0] = classes[2u * up[0] + up[1]];
+          for (std::size_t x = 1; x + 1 < width; ++x) k[x] = classes[2u * t[x - 1] + 2u * up[x] + up[x - 1] + up[x + 1]];
+          k[width - 1] = classes[2u * t[width - 2] + 2u * up[width - 1] + up[width - 2]];
         }
       }
     for (std::size_t l = 0; l < stripes.lanes; ++l)
       previous_first[l] = stripes.length(l) > 0 ? first + stripes.start[l] : SIZE_MAX;
   });
   std::vector<std::uint64_t> counts(kMaxContexts * kMaxTokens, 0);
-  for (std::size_t i = 0; i < n; ++i) ++counts[contexts[i] * kMaxTokens + tokens[i]];
+  for (std::size_t i = 0; i < n; ++i) {
+    index[i] = static_cast<std::uint16_t>(index[i] * kMaxTokens + tokens[i]);
+    ++counts[index[i]];
+  }
   const ContextModel model = build_model(counts, token_count, kHalfOctaveThresholds);
 
+  std::array<std::uint32_t, kMaxTokens> token_base{};
+  std::array<std::uint8_t, kMaxTokens> token_bits{};
+  for (std::uint32_t k = 0; k < token_count; ++k) scheme.describe(k, token_base[k], token_bits[k]);
   std::vector<BitWriter> extras(lanes);
   for_each_segment([&](std::size_t first, const Stripes& stripes) {
     for (std::size_t l = 0; l < stripes.lanes; ++l)
       for (std::size_t r = 0; r < stripes.length(l); ++r) {
         const std::size_t row = first + stripes.start[l] + r;
-        for (std::size_t x = 0; x < width; ++x) {
-          const std::size_t i = row * width + x;
-          std::uint32_t base = 0;
-          std::uint8_t nbits = 0;
-          scheme.describe(tokens[i], base, nbits);
-          if (nbits > 0) extras[l].put(ranks[i] - base, nbits);
-        }
+        for (std::size_t i = row * width; i < (row + 1) * width; ++i)
+          if (const std::uint8_t bits = token_bits[tokens[i]]; bits > 0) extras[l].put(ranks[i] - token_base[tokens[i]], bits);
       }
   });
 
@@ -361,17 +369,24 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   std::array<std::uint32_t, kMaxLanes> state;
   state.fill(kStateLow);
   std::array<std::vector<std::uint16_t>, kMaxGroups> words;
+  for (auto& w : words) w.reserve(n / (2 * lanes) + 64);
+  const std::uint32_t* freq = model.freq.data();
+  const std::uint32_t* cumul = model.cumul.data();
+  const std::uint64_t* reciprocals = model.reciprocals.data();
   for (std::size_t segment = (rows + segment_rows - 1) / segment_rows; segment-- > 0;) {
     const std::size_t first = segment * segment_rows;
     const Stripes stripes(lanes, std::min(segment_rows, rows - first));
-    for (std::size_t r = stripes.longest; r-- > 0;)
+    for (std::size_t r = stripes.longest; r-- > 0;) {
+      std::array<const std::uint16_t*, kMaxLanes> row{};
+      for (std::size_t l = 0; l < stripes.lanes; ++l)
+        row[l] = r < stripes.length(l) ? index.data() + (first + stripes.start[l] + r) * width : nullptr;
       for (std::size_t x = width; x-- > 0;)
         for (std::size_t l = stripes.lanes; l-- > 0;) {
-          if (r >= stripes.length(l)) continue;
-          const std::size_t i = (first + stripes.start[l] + r) * width + x;
-          const std::size_t k = contexts[i] * kMaxTokens + tokens[i];
-          encode_step(state[l], model.freq[k], model.reciprocals[k], model.cumul[k], words[l / kGroup]);
+          if (row[l] == nullptr) continue;
+          const std::size_t k = row[l][x];
+          encode_step(state[l], freq[k], reciprocals[k], cumul[k], words[l / kGroup]);
         }
+    }
   }
 
   std::vector<std::uint8_t> out;

@@ -134,3 +134,39 @@ TEST_CASE("dequantize_plane's plane-wide fast paths equal LinearQuantizer::recon
     }
   }
 }
+
+TEST_CASE("quantize_plane's uniform fast paths equal LinearQuantizer::quantize on every residual", "[codecs][quantizer]") {
+  // The fast paths divide by multiplying with a reciprocal; they must agree with the quantizer's
+  // own division for every residual of 16-bit pixels, at tolerances up to where they hand over.
+  std::mt19937 rng(7);
+  for (const std::uint32_t tolerance : {1u, 2u, 3u, 7u, 100u, 1000u, 4095u, 16381u, 16382u, 16383u, 40000u}) {
+    PlaneBound bound;
+    bound.tolerance = tolerance;
+    bound.max_value = 65535;
+    const LinearQuantizer quantizer(bound);
+    const std::size_t width = 512;
+    std::vector<std::uint16_t> plane(width * 16), forecast(plane.size()), recon(plane.size()), expected_recon(plane.size());
+    for (std::size_t i = 0; i < plane.size(); ++i) {
+      plane[i] = std::uint16_t(rng());
+      forecast[i] = std::uint16_t(i % 3 == 0 ? 65535 - plane[i] : i % 3 == 1 ? rng() : 0);
+    }
+    std::vector<std::int32_t> symbols(plane.size());
+    std::vector<std::uint16_t> literals;
+    quantize_plane(plane, forecast, bound, symbols, recon, literals);
+    CHECK(literals.empty());
+    for (std::size_t i = 0; i < plane.size(); ++i) {
+      std::vector<std::uint16_t> none;
+      REQUIRE(symbols[i] == quantizer.quantize(plane[i], forecast[i], expected_recon[i], none));
+      REQUIRE(recon[i] == expected_recon[i]);
+    }
+    // The intra path (forecasts from its own reconstruction): the decoder, which divides nowhere,
+    // reproduces it, and every pixel keeps its bound.
+    quantize_plane_intra(plane, width, bound, symbols, recon, literals);
+    std::vector<std::uint16_t> lit;
+    LiteralCursor cursor(lit);
+    std::vector<std::uint16_t> decoded(plane.size());
+    dequantize_plane_intra(symbols, width, bound, decoded, cursor);
+    REQUIRE(decoded == recon);
+    for (std::size_t i = 0; i < plane.size(); ++i) REQUIRE(std::abs(int(recon[i]) - int(plane[i])) <= int(tolerance));
+  }
+}
