@@ -105,15 +105,17 @@ std::uint64_t read_varint(std::span<const std::uint8_t> bytes, std::size_t& pos)
   throw CodecError("varint overflows 64 bits");
 }
 
-RankRemap rank_remap(std::span<const std::uint32_t> symbols) {
+RankRemap rank_remap(std::vector<std::uint32_t> symbols) {
   RankRemap result;
   if (symbols.empty()) return result;
   const std::uint32_t max_symbol = *std::max_element(symbols.begin(), symbols.end());
-  result.ranks.resize(symbols.size());
+  // The ranks replace the symbols in their own buffer.
+  result.ranks = std::move(symbols);
+  std::vector<std::uint32_t>& values = result.ranks;
 
-  if (max_symbol < std::max<std::uint64_t>(kDenseLimit, 2 * std::uint64_t{symbols.size()})) {
+  if (max_symbol < std::max<std::uint64_t>(kDenseLimit, 2 * std::uint64_t{values.size()})) {
     std::vector<std::uint32_t> histogram(std::size_t{max_symbol} + 1, 0);
-    for (std::uint32_t s : symbols) ++histogram[s];
+    for (std::uint32_t s : values) ++histogram[s];
     std::vector<SymbolCount> counts;
     for (std::size_t s = 0; s < histogram.size(); ++s) {
       if (histogram[s] != 0) counts.push_back({static_cast<std::uint32_t>(s), histogram[s]});
@@ -121,11 +123,11 @@ RankRemap rank_remap(std::span<const std::uint32_t> symbols) {
     result.rank_to_symbol = order_by_frequency(counts);
     // Reuse the histogram as the symbol -> rank lookup.
     for (std::uint32_t r = 0; r < result.rank_to_symbol.size(); ++r) histogram[result.rank_to_symbol[r]] = r;
-    for (std::size_t i = 0; i < symbols.size(); ++i) result.ranks[i] = histogram[symbols[i]];
+    for (auto& v : values) v = histogram[v];
     return result;
   }
 
-  std::vector<std::uint32_t> sorted(symbols.begin(), symbols.end());
+  std::vector<std::uint32_t> sorted(values.begin(), values.end());
   std::sort(sorted.begin(), sorted.end());
   std::vector<SymbolCount> counts;
   for (std::size_t i = 0; i < sorted.size();) {
@@ -143,11 +145,12 @@ RankRemap rank_remap(std::span<const std::uint32_t> symbols) {
     const auto it = std::lower_bound(keys.begin(), keys.end(), result.rank_to_symbol[r]);
     key_rank[static_cast<std::size_t>(it - keys.begin())] = r;
   }
-  for (std::size_t i = 0; i < symbols.size(); ++i) {
-    const auto it = std::lower_bound(keys.begin(), keys.end(), symbols[i]);
-    result.ranks[i] = key_rank[static_cast<std::size_t>(it - keys.begin())];
-  }
+  for (auto& v : values) v = key_rank[static_cast<std::size_t>(std::lower_bound(keys.begin(), keys.end(), v) - keys.begin())];
   return result;
+}
+
+RankRemap rank_remap(std::span<const std::uint32_t> symbols) {
+  return rank_remap(std::vector<std::uint32_t>(symbols.begin(), symbols.end()));
 }
 
 // Layout: varint n; if n > 0: one mode byte, then either the raw deltas, or varint length + a zstd

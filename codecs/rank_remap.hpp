@@ -15,6 +15,8 @@ struct RankRemap {
 };
 
 RankRemap rank_remap(std::span<const std::uint32_t> symbols);
+// The same in the symbols' own buffer.
+RankRemap rank_remap(std::vector<std::uint32_t> symbols);
 
 // Appends the rank -> symbol table in a compact self-delimiting form.
 void append_rank_table(std::span<const std::uint32_t> rank_to_symbol, std::vector<std::uint8_t>& out);

@@ -107,13 +107,19 @@ bool is_entropy_coder(std::uint8_t kind) {
 
 std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols, std::size_t row_width,
                                          const SymbolCoderOptions& options, SymbolCoderStats* stats) {
+  return encode_symbols(std::vector<std::uint32_t>(symbols.begin(), symbols.end()), row_width, options, stats);
+}
+
+std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buffer, std::size_t row_width,
+                                         const SymbolCoderOptions& options, SymbolCoderStats* stats) {
   if (options.zstd_level < 1 || options.zstd_level > ZSTD_maxCLevel()) {
     throw std::invalid_argument("encode_symbols: zstd level out of range");
   }
-  const RankRemap remap = rank_remap(symbols);
+  const std::size_t count = symbol_buffer.size();
+  const RankRemap remap = rank_remap(std::move(symbol_buffer));
   std::vector<std::uint8_t> header;
   header.push_back(static_cast<std::uint8_t>(EntropyCoderKind::Zstd));
-  append_varint(symbols.size(), header);
+  append_varint(count, header);
   append_rank_table(remap.rank_to_symbol, header);
 
   SymbolCoderStats local;
@@ -123,7 +129,7 @@ std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols,
     out = std::move(header);
   } else {
     std::vector<std::uint8_t> rans_payload;
-    const bool rows = row_width > 0 && symbols.size() % row_width == 0;
+    const bool rows = row_width > 0 && count % row_width == 0;
     if (options.allow_rans) {
       // Rows go to the striped coder, which SIMD kernels decode; 1-D streams to the 2-lane one.
       rans_payload = rows ? encode_striped_rans(remap.ranks, row_width, options.segment_rows, remap.rank_to_symbol.size())

@@ -42,6 +42,9 @@ struct SymbolCoderStats {
 // neighbours; row_width == 0 means a 1-D stream). Output is self-describing (coder kind, count, rank table).
 std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols, std::size_t row_width,
                                          const SymbolCoderOptions& options, SymbolCoderStats* stats = nullptr);
+// The same, working in the symbols' buffer (a GOP's plane symbols are hundreds of MB).
+std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbols, std::size_t row_width,
+                                         const SymbolCoderOptions& options, SymbolCoderStats* stats = nullptr);
 
 // Decodes exactly `out.size()` symbols (the caller knows the count from its own header and passes the
 // same row_width). Throws CodecError on any inconsistency: truncated, trailing garbage, bad table,

@@ -91,7 +91,7 @@ std::vector<std::uint32_t> zigzag_all(std::span<const std::int32_t> values) {
   return out;
 }
 
-std::vector<std::uint8_t> serialize(const GopSymbols& g, const FrameShape& shape, const CodingSettings& settings,
+std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, const CodingSettings& settings,
                                     ChunkStats& stats) {
   ByteWriter out;
   out.u8(kChunkVersion);
@@ -109,7 +109,9 @@ std::vector<std::uint8_t> serialize(const GopSymbols& g, const FrameShape& shape
   options.allow_rans = settings.rans_coder;
   options.segment_rows = shape.height;  // a plane: the decoder takes the symbols plane by plane
   codecs::SymbolCoderStats coder_stats;
-  const auto symbols = codecs::encode_symbols(zigzag_all(g.symbols), shape.width, options, &coder_stats);
+  std::vector<std::uint32_t> zigzagged = zigzag_all(g.symbols);
+  decltype(g.symbols)().swap(g.symbols);  // its memory back before the coder needs its own
+  const auto symbols = codecs::encode_symbols(std::move(zigzagged), shape.width, options, &coder_stats);
   const auto values = codecs::encode_symbols(zigzag_all(g.run_values), 0, options);
   const std::vector<std::uint32_t> lengths_minus_one = [&] {
     std::vector<std::uint32_t> v(g.run_lengths.size());

@@ -32,7 +32,7 @@ TEST_CASE("rank remap orders by frequency, ties by smaller symbol", "[codecs]") 
 }
 
 TEST_CASE("rank remap handles empty input and sparse huge symbols", "[codecs]") {
-  REQUIRE(rank_remap({}).ranks.empty());
+  REQUIRE(rank_remap(std::vector<std::uint32_t>{}).ranks.empty());
   std::vector<std::uint32_t> symbols = {0xFFFFFFFFu, 5, 0x80000000u, 5, 0xFFFFFFFFu, 5};
   const RankRemap remap = rank_remap(symbols);
   REQUIRE(remap.rank_to_symbol == std::vector<std::uint32_t>{5, 0xFFFFFFFFu, 0x80000000u});

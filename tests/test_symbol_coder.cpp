@@ -93,7 +93,7 @@ TEST_CASE("symbol coder round trips edge cases", "[codecs]") {
   require_round_trip_both(std::vector<std::uint32_t>(5000, 9), 100);
   require_round_trip_both({0, 0xFFFFFFFFu, 0, 0x12345678u}, 2);
   // Empty and constant chunks cost only the header.
-  REQUIRE(encode_symbols({}, 0, {}).size() == 3);
+  REQUIRE(encode_symbols(std::vector<std::uint32_t>{}, 0, {}).size() == 3);
   REQUIRE(encode_symbols(std::vector<std::uint32_t>(100000, 3), 256, {}).size() < 10);
 }
 
