@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -47,6 +48,10 @@ constexpr std::size_t kExtraPadding = 8;  // zero bytes after each stripe's extr
 constexpr TokenScheme kScheme{};         // the scheme the encoder writes and the SIMD kernel knows
 // The SIMD kernel reads a token's extra bits with one 32-bit load at a byte offset: up to 24 bits.
 constexpr std::uint32_t kSimdMaxExtraBits = 24;
+// The estimated size a GOP may grow by for striped decoding (16 or 8 stripes instead of one).
+// Measured: mire2 planes (288 rows) lose nothing at 16 stripes, castle (480 rows) 0.3%, the sample's
+// 120-row depth maps 1.3% at 8 stripes and 0.2% at 2.
+constexpr double kMaxStripeCost = 0.004;
 
 // The stripes of a segment's rows and their lengths, which differ by at most one.
 struct Stripes {
@@ -284,8 +289,8 @@ void scatter_rows(const std::uint32_t* values, std::size_t width, std::size_t la
 }  // namespace
 
 std::size_t striped_rans_lanes(std::size_t rows, std::size_t row_width) {
-  // Each stripe costs its 4-byte final state and, per segment, a first row without upper context:
-  // 16 stripes (two vectors, whose gathers overlap) once each has 8 rows, 8 from 8 rows, else one.
+  // The most stripes a segment's rows allow: 16 (two vectors, whose gathers overlap) once each has
+  // 8 rows, 8 from 8 rows, else one. The encoder takes fewer where their cost estimate says so.
   (void)row_width;
   if (rows >= 16 * 8) return 16;
   if (rows >= 8 * 8) return 8;
@@ -300,7 +305,6 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   const TokenScheme scheme;
   const std::size_t n = ranks.size(), width = row_width, rows = n / width;
   if (segment_rows == 0 || segment_rows > rows) segment_rows = std::max<std::size_t>(rows, 1);
-  const std::size_t lanes = striped_rans_lanes(segment_rows, width);
   const std::uint32_t token_count = scheme.token_count(std::max<std::uint64_t>(alphabet_size, 1));
 
   std::vector<std::uint8_t> tokens(n);
@@ -309,41 +313,81 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     tokens[i] = static_cast<std::uint8_t>(scheme.token_of(ranks[i]));
   }
   const ClassTable classes = class_table(kHalfOctaveThresholds);
+  std::size_t lanes = striped_rans_lanes(segment_rows, width);
   auto for_each_segment = [&](auto&& fn) {
     for (std::size_t first = 0; first < rows; first += segment_rows) {
       const std::size_t count = std::min(segment_rows, rows - first);
       fn(first, Stripes(lanes, count));
     }
   };
-  // The upper row of a stripe's first row: the first row of the same stripe in the previous
-  // segment (the same place one frame earlier, when segments are planes), or none.
-  std::array<std::size_t, kMaxLanes> previous_first;
-  previous_first.fill(SIZE_MAX);
-  // The context of every symbol, then (once the model is known) its table index.
-  std::vector<std::uint16_t> index(n);
-  for_each_segment([&](std::size_t first, const Stripes& stripes) {
-    for (std::size_t l = 0; l < stripes.lanes; ++l)
-      for (std::size_t r = 0; r < stripes.length(l); ++r) {
-        const std::size_t row = first + stripes.start[l] + r;
-        const std::uint8_t* t = tokens.data() + row * width;
-        const std::uint8_t* up = r > 0 ? t - width
-                                 : previous_first[l] != SIZE_MAX ? tokens.data() + previous_first[l] * width
-                                                                 : nullptr;
-        std::uint16_t* k = index.data() + row * width;
-        if (up == nullptr) {
-          k[0] = classes[0];
-          for (std::size_t x = 1; x < width; ++x) k[x] = classes[2u * t[x - 1]];
-        } else if (width == 1) {
-          k[0] = classes[2u * up[0]];
-        } else {
-          k[0] = classes[2u * up[0] + up[1]];
-          for (std::size_t x = 1; x + 1 < width; ++x) k[x] = classes[2u * t[x - 1] + 2u * up[x] + up[x - 1] + up[x + 1]];
-          k[width - 1] = classes[2u * t[width - 2] + 2u * up[width - 1] + up[width - 2]];
+  // The context of every symbol with `lanes` stripes (then, once the model is known, its table
+  // index). The upper row of a stripe's first row: the first row of the same stripe in the
+  // previous segment (the same place one frame earlier, when segments are planes), or none.
+  auto contexts = [&](std::vector<std::uint16_t>& index) {
+    std::array<std::size_t, kMaxLanes> previous_first;
+    previous_first.fill(SIZE_MAX);
+    for_each_segment([&](std::size_t first, const Stripes& stripes) {
+      for (std::size_t l = 0; l < stripes.lanes; ++l)
+        for (std::size_t r = 0; r < stripes.length(l); ++r) {
+          const std::size_t row = first + stripes.start[l] + r;
+          const std::uint8_t* t = tokens.data() + row * width;
+          const std::uint8_t* up = r > 0 ? t - width
+                                   : previous_first[l] != SIZE_MAX ? tokens.data() + previous_first[l] * width
+                                                                   : nullptr;
+          std::uint16_t* k = index.data() + row * width;
+          if (up == nullptr) {
+            k[0] = classes[0];
+            for (std::size_t x = 1; x < width; ++x) k[x] = classes[2u * t[x - 1]];
+          } else if (width == 1) {
+            k[0] = classes[2u * up[0]];
+          } else {
+            k[0] = classes[2u * up[0] + up[1]];
+            for (std::size_t x = 1; x + 1 < width; ++x) k[x] = classes[2u * t[x - 1] + 2u * up[x] + up[x - 1] + up[x + 1]];
+            k[width - 1] = classes[2u * t[width - 2] + 2u * up[width - 1] + up[width - 2]];
+          }
         }
+      for (std::size_t l = 0; l < stripes.lanes; ++l)
+        previous_first[l] = stripes.length(l) > 0 ? first + stripes.start[l] : SIZE_MAX;
+    });
+  };
+  std::array<std::uint32_t, kMaxTokens> token_base{};
+  std::array<std::uint8_t, kMaxTokens> token_bits{};
+  for (std::uint32_t k = 0; k < token_count; ++k) scheme.describe(k, token_base[k], token_bits[k]);
+  // The size a context assignment costs: the tokens' order-0 entropy per context, plus the extra bits.
+  auto estimated_bits = [&](const std::vector<std::uint16_t>& index) {
+    std::vector<std::uint64_t> c(kMaxContexts * kMaxTokens, 0);
+    for (std::size_t i = 0; i < n; ++i) ++c[index[i] * kMaxTokens + tokens[i]];
+    double bits = 0;
+    for (std::size_t ctx = 0; ctx < kMaxContexts; ++ctx) {
+      std::uint64_t total = 0;
+      for (int k = 0; k < kMaxTokens; ++k) total += c[ctx * kMaxTokens + k];
+      for (int k = 0; k < kMaxTokens; ++k)
+        if (const auto m = c[ctx * kMaxTokens + k]; m > 0)
+          bits += double(m) * (std::log2(double(total) / double(m)) + token_bits[k]);
+    }
+    return bits;
+  };
+  std::vector<std::uint16_t> index(n);
+  contexts(index);
+  // Stripes cost ratio where their first rows lose the row above (smooth data, few rows a stripe):
+  // measured per GOP against a single stripe, fewer stripes when the estimate says they cost more
+  // than kMaxStripeCost.
+  if (lanes > 1) {
+    std::vector<std::uint16_t> single(n);
+    const std::size_t most = lanes;
+    lanes = 1;
+    contexts(single);
+    const double base = estimated_bits(single);
+    lanes = most;
+    while (lanes > 1 && estimated_bits(index) > base * (1 + kMaxStripeCost)) {
+      lanes = lanes > kGroup ? kGroup : 1;
+      if (lanes == 1) {
+        index.swap(single);
+      } else {
+        contexts(index);
       }
-    for (std::size_t l = 0; l < stripes.lanes; ++l)
-      previous_first[l] = stripes.length(l) > 0 ? first + stripes.start[l] : SIZE_MAX;
-  });
+    }
+  }
   std::vector<std::uint64_t> counts(kMaxContexts * kMaxTokens, 0);
   for (std::size_t i = 0; i < n; ++i) {
     index[i] = static_cast<std::uint16_t>(index[i] * kMaxTokens + tokens[i]);
@@ -351,9 +395,6 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   }
   const ContextModel model = build_model(counts, token_count, kHalfOctaveThresholds);
 
-  std::array<std::uint32_t, kMaxTokens> token_base{};
-  std::array<std::uint8_t, kMaxTokens> token_bits{};
-  for (std::uint32_t k = 0; k < token_count; ++k) scheme.describe(k, token_base[k], token_bits[k]);
   std::vector<BitWriter> extras(lanes);
   for_each_segment([&](std::size_t first, const Stripes& stripes) {
     for (std::size_t l = 0; l < stripes.lanes; ++l)

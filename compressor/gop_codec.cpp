@@ -206,12 +206,16 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   // for channel deltas; valid while previous_channel == c - 1.
   std::vector<std::int32_t> previous_symbols(plane_size), delta(plane_size);
   std::size_t previous_channel = SIZE_MAX;
+  std::uint32_t previous_tolerance = 0;
   auto delta_of = [&](std::span<const std::int32_t> symbols) {
     for (std::size_t i = 0; i < plane_size; ++i) delta[i] = symbols[i] - previous_symbols[i];
     return std::span<const std::int32_t>(delta);
   };
   auto code_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
-    const bool delta_allowed = c > 0 && previous_channel == c - 1;
+    // Only where both planes' symbols are bin indices of one width: equal uniform tolerances
+    // (pwrel bins follow each pixel's forecast, rel tolerances each channel's range; measured on
+    // vtest at pwrel 0.05: the estimate chose differences and the archive grew 1.3%).
+    const std::size_t previous = previous_channel;
     previous_channel = SIZE_MAX;
     const auto& frame = (*gops[g])[t];
     const std::span<const std::uint16_t> plane(frame.data() + c * plane_size, plane_size);
@@ -219,6 +223,9 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
     GopSymbols& s = coded[g];
     PlaneRecord record;
     record.tolerance = plane_tolerance(settings, plane, shape.max_value);
+    const bool delta_allowed = c > 0 && previous == c - 1 && !settings.bound.pointwise() &&
+                               record.tolerance == previous_tolerance;
+    previous_tolerance = record.tolerance;
     const auto bound = plane_bound(settings, record.tolerance, shape.max_value);
     bool mapped = false;
     if (!forecast.empty() && fallback_blocks) {
