@@ -117,9 +117,10 @@ struct RowBuffers {
 };
 
 void next_above(const std::vector<std::uint16_t>& tokens, std::size_t lanes, std::vector<std::uint16_t>& above) {
-  const std::uint16_t* t = tokens.data() + lanes;
+  // Column x of `above` from token columns x - 1, x, x + 1, which sit at x, x + 1, x + 2 (padding).
+  const std::uint16_t* t = tokens.data();
   for (std::size_t j = 0; j < above.size(); ++j)
-    above[j] = static_cast<std::uint16_t>(t[j - lanes] + 2 * t[j] + t[j + lanes]);
+    above[j] = static_cast<std::uint16_t>(t[j] + 2 * t[j + lanes] + t[j + 2 * lanes]);
 }
 
 // One row step of the stripes that are active, the portable way: tokens, then extra bits and the
