@@ -22,6 +22,9 @@ expect=("$libdir/libtezip.so" "$libdir/libtezip.so.0" "bin/tezip" "include/tezip
 for f in "${expect[@]}"; do [ -e "$prefix/$f" ] || { echo "not installed: $f"; exit 1; }; done
 [ "$(readlink "$prefix/$libdir/libtezip.so.0")" = "$(basename "$(ls "$prefix/$libdir"/libtezip.so.0.*)")" ] || { echo "libtezip.so.0 is not a link to the versioned file"; exit 1; }
 if find "$prefix/include" -name '*.hpp' -print0 | xargs -0 grep -l '#include <torch' ; then echo "an installed header includes torch"; exit 1; fi
+# The modules' dlopen tables are internal (io/images/module_table.hpp): not in the public headers.
+if grep -rl 'struct ImageModule' "$prefix/include"; then echo "an installed header defines the images module's table"; exit 1; fi
+[ ! -e "$prefix/include/tezip/io/images" ] || { echo "io/images/ (the images module) is installed"; exit 1; }
 
 # The installed CLI runs from the prefix alone (RPATH $ORIGIN/../lib), without the build tree.
 archive="$work/sample.tzp"
