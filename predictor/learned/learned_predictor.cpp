@@ -317,7 +317,7 @@ std::unique_ptr<Predictor> prednet_predictor_for(const PredictorIdentity& identi
     for (const auto& file : model_files_in(entry)) {
       try {
         ModelFile m = load_model_file(file);
-        if (m.weights_sha256 == identity.weights_sha256) {
+        if (m.has_weights(identity.weights_sha256)) {
           model = std::move(m);
           found = file;
           break;
