@@ -155,6 +155,7 @@ int train(int argc, char** argv) {
   }
   if (!args.unmatched().empty()) throw TrainUsageError("unexpected argument '" + args.unmatched().front() + "'");
   if (!args.count("inputs") || !args.count("output")) throw TrainUsageError("train needs DATASET and -o MODEL");
+  check_training_available();  // before reading any data: a build without libtorch says so at once
 
   TrainingOptions o;
   o.net.a_channels = parse_stack(args["stack"].as<std::string>());

@@ -57,6 +57,15 @@ std::vector<WeightTensor> parse_weights(std::span<const std::uint8_t> bytes, con
 // Throws ModelError unless `tensors` are exactly the parameters `options` define, in order.
 void check_weights(const std::vector<WeightTensor>& tensors, const PredNetOptions& options, const std::string& name);
 
+// A PredNet model's weights, checked against its options: version 2 read here, version 1 through
+// the learned module (libtorch). Throws ModelError, or LearnedModuleError (learned_predictor.hpp)
+// for a version-1 file where libtorch is missing. (predictor/learned_module.cpp)
+std::vector<WeightTensor> prednet_weights(const ModelFile& model, const std::string& name);
+// The same model as version 2, its tensors bit for bit; its version-1 SHA-256 is kept as
+// weights_sha256_v1, so archives written with the old file still find the new one. A version-2
+// model comes back unchanged. Throws as prednet_weights.
+ModelFile upgrade_model(const ModelFile& model, const std::string& name);
+
 // Lowercase hex SHA-256 (OpenSSL).
 std::string sha256_hex(std::span<const std::uint8_t> bytes);
 

@@ -1,5 +1,7 @@
 #include "predictor/learned/prednet.hpp"
 
+#include "predictor/learned/module_api.hpp"
+
 #include <sstream>
 
 namespace tezip {
@@ -144,4 +146,12 @@ PredNet load_prednet(const ModelFile& model, const std::string& name) {
   return net;
 }
 
+namespace learned {
+
+std::vector<WeightTensor> torch_weights(const ModelFile& model, const std::string& name) {
+  PredNet net = load_prednet(model, name);
+  return weight_tensors(net);
+}
+
+}  // namespace learned
 }  // namespace tezip
