@@ -155,7 +155,6 @@ int train(int argc, char** argv) {
   }
   if (!args.unmatched().empty()) throw TrainUsageError("unexpected argument '" + args.unmatched().front() + "'");
   if (!args.count("inputs") || !args.count("output")) throw TrainUsageError("train needs DATASET and -o MODEL");
-  check_training_available();  // before reading any data: a build without libtorch says so at once
 
   TrainingOptions o;
   o.net.a_channels = parse_stack(args["stack"].as<std::string>());
@@ -200,6 +199,7 @@ int train(int argc, char** argv) {
   check_output_apart(output, input_paths);
   check_output_apart(o.checkpoint, input_paths);
   o.data_json = nlohmann::json(inputs).dump();
+  check_training_available();  // before reading any data: a build without libtorch says so at once
   const auto sequences = load_sequences(inputs, verbose);
   if (!quiet) {
     std::size_t frames = 0;
