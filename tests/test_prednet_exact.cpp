@@ -13,7 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -186,42 +186,59 @@ TEST_CASE("exact engine stays within a few levels of the float engine on mire", 
   REQUIRE(std::abs(exact_se - float_se) <= 0.01 * float_se);
 }
 
-TEST_CASE("exact engine speed against the float engine", "[.][prednet_exact_bench]") {
+// Frames per second of thread CPU time (robust to other jobs on shared cores), one predict +
+// correct per frame, batches of 8: random-weight stacks at 160x128 and the shipped model at
+// mire2's 384x288. `tezip_tests "[prednet_exact_bench]"`.
+TEST_CASE("exact engine speed against the float engine and the torch engine it replaced", "[.][prednet_exact_bench]") {
   const int saved = torch::get_num_threads();
   torch::set_num_threads(1);  // the exact engine is single-threaded per call; GOPs run in parallel
+  auto cpu_seconds = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  };
+  struct Case {
+    std::string name;
+    PredNet net;
+    int height, width;
+  };
+  std::vector<Case> cases;
   for (const auto& stack : std::vector<std::vector<int>>{{1, 8, 16, 32}, {1, 16, 32, 64}, {1, 4, 8, 16}}) {
-    auto net = random_net(stack, 1);
-    const ModelFile model = model_of(net);
-    const auto frame = torch::randint(0, 256, {8, 1, 128, 160}, torch::kInt32).contiguous();
+    char name[64];
+    std::snprintf(name, sizeof name, "{%d,%d,%d,%d} 160x128", stack[0], stack[1], stack[2], stack[3]);
+    cases.push_back({name, random_net(stack, 1), 128, 160});
+  }
+  cases.push_back({"prednet-small 384x288", load_prednet(load_model_file(kShippedModel), "shipped"), 288, 384});
+  for (auto& c : cases) {
+    const ModelFile model = model_of(c.net);
+    const auto frame = torch::randint(0, 256, {8, 1, c.height, c.width}, torch::kInt32).contiguous();
     const std::vector<std::int32_t> pixels(frame.data_ptr<std::int32_t>(), frame.data_ptr<std::int32_t>() + frame.numel());
     auto time = [&](auto&& step) {
       step();
-      const auto start = std::chrono::steady_clock::now();
-      constexpr int kSteps = 5;
+      const double start = cpu_seconds();
+      constexpr int kSteps = 4;
       for (int t = 0; t < kSteps; ++t) step();
-      return 8 * kSteps / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return 8 * kSteps / (cpu_seconds() - start);
     };
+    std::vector<std::pair<std::string, double>> results;
     for (const auto& engine : {learned::make_float_engine(model, "m"), make_exact_engine(model.options, prednet_weights(model, "m"))}) {
-      auto state = engine->initial_state(8, 128, 160);
+      auto state = engine->initial_state(8, c.height, c.width);
       std::vector<std::int32_t> forecast(pixels.size());
       PredNetEngineState* states[] = {state.get()};
-      const double fps = time([&] {
-        std::span<std::int32_t> f[] = {forecast};
-        engine->predict(states, 255, f);
-        std::span<const std::int32_t> in[] = {pixels};
-        engine->correct(states, in, 255);
-      });
-      std::printf("stack {%d,%d,%d,%d} %s: %.1f frames/s\n", stack[0], stack[1], stack[2], stack[3],
-                  engine->arithmetic().c_str(), fps);
+      results.emplace_back(engine->arithmetic(), time([&] {
+                             std::span<std::int32_t> f[] = {forecast};
+                             engine->predict(states, 255, f);
+                             std::span<const std::int32_t> in[] = {pixels};
+                             engine->correct(states, in, 255);
+                           }));
     }
-    const auto legacy = legacy_exact::make_engine(net);
-    auto state = legacy->initial_state(8, 128, 160);
-    const double fps = time([&] {
-      legacy->predict(state, 255);
-      legacy->correct(state, frame, 255);
-    });
-    std::printf("stack {%d,%d,%d,%d} exact, the torch engine of 7e1b983: %.1f frames/s\n", stack[0], stack[1], stack[2],
-                stack[3], fps);
+    const auto legacy = legacy_exact::make_engine(c.net);
+    auto state = legacy->initial_state(8, c.height, c.width);
+    results.emplace_back("exact, torch engine of 7e1b983", time([&] {
+                           legacy->predict(state, 255);
+                           legacy->correct(state, frame, 255);
+                         }));
+    for (const auto& [name, fps] : results) std::printf("%s %s: %.1f frames/s\n", c.name.c_str(), name.c_str(), fps);
   }
   torch::set_num_threads(saved);
 }
