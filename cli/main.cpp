@@ -23,7 +23,10 @@
 #include "format/errors.hpp"
 #include "format/file_format.hpp"
 #include "batch/mpi_context.hpp"
+#include "io/atomic_file.hpp"
+#include "io/output_path.hpp"
 #include "predictor/learned_predictor.hpp"
+#include "predictor/model_file.hpp"
 #include "predictor/registry.hpp"
 
 namespace tezip::cli {
@@ -43,7 +46,15 @@ const char* kUsageText =
     "  verify IN.tzp [--against INPUT]  check every checksum; with the original, the error bound\n"
     "  batch INPUT -o OUTDIR        compress a dataset as shards, under mpirun or as Slurm array tasks\n"
     "  train DATASET... -o MODEL    train a PredNet predictor on sequences of frames (docs/training.md)\n"
+    "  convert-model IN.tzm -o OUT.tzm  rewrite a version-1 model file (torch::save weights) as version 2\n"
     "IN.tzp may also be the index.json a batch job writes: its shards then act as one archive.\n"
+    "--predictor prednet with the default --arithmetic exact needs no libtorch. What does: train,\n"
+    "convert-model, --arithmetic float32 (and its archives), version-1 model files"
+#if TEZIP_BUILT_WITH_TORCH
+    ".\n"
+#else
+    ";\nthis tezip was built without libtorch (-DTEZIP_TORCH=OFF), so they are not available.\n"
+#endif
     "Run 'tezip <command> --help' for the options of a command.\n";
 
 std::string human_bytes(double bytes) {
@@ -521,6 +532,41 @@ int run_info(int argc, char** argv) {
   return kOk;
 }
 
+// `tezip convert-model`: a version-1 model file (weights as a torch::save stream, which only
+// libtorch reads) rewritten as version 2 (a tensor list), the same float32 values bit for bit.
+int run_convert_model(int argc, char** argv) {
+  cxxopts::Options options("tezip convert-model",
+                           "Rewrite a version-1 PredNet model file as version 2, which tezip reads without libtorch.");
+  options.add_options()("h,help", "show this help")("q,quiet", "no summary")("input", "model file", cxxopts::value<std::string>())(
+      "o,output", "the version-2 model file to write", cxxopts::value<std::string>())("f,force", "overwrite the output");
+  options.parse_positional({"input"});
+  const auto args = parse(options, argc, argv, "IN.tzm -o OUT.tzm");
+  if (!args.count("input") || !args.count("output")) throw UsageError("convert-model needs IN.tzm and -o OUT.tzm");
+  const std::filesystem::path input = args["input"].as<std::string>(), output = args["output"].as<std::string>();
+  ModelFile model;
+  try {
+    model = load_model_file(input);
+  } catch (const ModelError& e) {
+    throw InputError(e.what());
+  }
+  if (model.version >= 2) {
+    if (!args.count("quiet")) std::printf("%s is already model format %u; nothing written\n", input.string().c_str(), model.version);
+    return kOk;
+  }
+  check_file_output(output, args.count("force") > 0);
+  ModelFile upgraded;
+  try {
+    upgraded = upgrade_model(model, input.string());
+  } catch (const ModelError& e) {
+    throw InputError(e.what());
+  }
+  write_file_atomically(output, upgraded.serialize());
+  if (!args.count("quiet"))
+    std::printf("%s: model format 1 -> 2, weights sha256 %s (archives that name %s find it too)\n",
+                output.string().c_str(), upgraded.weights_sha256.c_str(), upgraded.weights_sha256_v1.c_str());
+  return kOk;
+}
+
 int run_verify(int argc, char** argv) {
   cxxopts::Options options("tezip verify", "Check a tezip archive, and its error bound against the original.");
   add_common(options);
@@ -569,6 +615,7 @@ int dispatch(int argc, char** argv) {
   if (command == "verify") return run_verify(argc - 1, argv + 1);
   if (command == "batch") return run_batch(argc - 1, argv + 1);
   if (command == "train") return run_train(argc - 1, argv + 1);
+  if (command == "convert-model") return run_convert_model(argc - 1, argv + 1);
   throw UsageError("unknown command '" + command + "'");
 }
 

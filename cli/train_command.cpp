@@ -199,6 +199,7 @@ int train(int argc, char** argv) {
   check_output_apart(output, input_paths);
   check_output_apart(o.checkpoint, input_paths);
   o.data_json = nlohmann::json(inputs).dump();
+  check_training_available();  // before reading any data: a build without libtorch says so at once
   const auto sequences = load_sequences(inputs, verbose);
   if (!quiet) {
     std::size_t frames = 0;

@@ -85,26 +85,6 @@ void check_distinct(std::span<const std::uint32_t> table) {
 
 }  // namespace
 
-void append_varint(std::uint64_t value, std::vector<std::uint8_t>& out) {
-  while (value >= 0x80) {
-    out.push_back(static_cast<std::uint8_t>(value | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<std::uint8_t>(value));
-}
-
-std::uint64_t read_varint(std::span<const std::uint8_t> bytes, std::size_t& pos) {
-  std::uint64_t value = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (pos >= bytes.size()) throw CodecError("truncated varint");
-    const std::uint8_t b = bytes[pos++];
-    if (shift == 63 && b > 1) throw CodecError("varint overflows 64 bits");
-    value |= static_cast<std::uint64_t>(b & 0x7F) << shift;
-    if ((b & 0x80) == 0) return value;
-  }
-  throw CodecError("varint overflows 64 bits");
-}
-
 RankRemap rank_remap(std::vector<std::uint32_t> symbols) {
   RankRemap result;
   if (symbols.empty()) return result;

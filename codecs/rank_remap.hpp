@@ -4,6 +4,8 @@
 #include <span>
 #include <vector>
 
+#include "codecs/varint.hpp"  // append_varint, read_varint: the rank table's and the coders' varints
+
 namespace tezip::codecs {
 
 // Frequency-rank remapping: each symbol becomes its rank by frequency within one chunk (0 = most
@@ -25,10 +27,5 @@ void append_rank_table(std::span<const std::uint32_t> rank_to_symbol, std::vecto
 // CodecError when the table is malformed, holds a symbol twice, or has more than `max_entries` entries.
 std::vector<std::uint32_t> read_rank_table(std::span<const std::uint8_t> bytes, std::size_t& pos,
                                            std::size_t max_entries);
-
-// LEB128 varints, shared by the symbol coder's header and its zstd payload.
-void append_varint(std::uint64_t value, std::vector<std::uint8_t>& out);
-// Throws CodecError on a truncated or over-long (> 64-bit) varint.
-std::uint64_t read_varint(std::span<const std::uint8_t> bytes, std::size_t& pos);
 
 }  // namespace tezip::codecs

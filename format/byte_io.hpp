@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "codecs/varint.hpp"
 #include "format/errors.hpp"
 
 namespace tezip {
@@ -19,13 +20,7 @@ class ByteWriter {
   void u32(std::uint32_t v) { raw(&v, sizeof v); }
   void u64(std::uint64_t v) { raw(&v, sizeof v); }
   void f64(double v) { raw(&v, sizeof v); }
-  void varint(std::uint64_t v) {
-    while (v >= 0x80) {
-      bytes_.push_back(std::uint8_t(v | 0x80));
-      v >>= 7;
-    }
-    bytes_.push_back(std::uint8_t(v));
-  }
+  void varint(std::uint64_t v) { codecs::append_varint(v, bytes_); }
   void string(const std::string& s) {
     varint(s.size());
     raw(s.data(), s.size());
@@ -56,12 +51,12 @@ class ByteReader {
   double f64() { return load<double>(); }
   std::uint64_t varint() {
     std::uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      const std::uint8_t b = u8();
-      v |= std::uint64_t(b & 0x7f) << shift;
-      if (!(b & 0x80)) return v;
+    switch (codecs::decode_varint(bytes_, position_, v)) {
+      case codecs::VarintStatus::ok: return v;
+      case codecs::VarintStatus::truncated: fail("truncated");
+      case codecs::VarintStatus::overflow: break;
     }
-    fail("varint too long");
+    fail("varint overflows 64 bits");
   }
   // A count or size that must not exceed `limit`.
   std::uint64_t varint(std::uint64_t limit, const char* name) {

@@ -2,6 +2,7 @@
 #include "io/image_codec.hpp"
 
 #include "format/errors.hpp"
+#include "io/images/module_table.hpp"
 #include "predictor/shared_module.hpp"
 
 namespace tezip {

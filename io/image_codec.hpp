@@ -40,14 +40,4 @@ class VideoDecoder {
 // Throws InputError when `path` is not a video the back end can open.
 std::unique_ptr<VideoDecoder> open_video(const std::filesystem::path& path);
 
-// What libtezip_images.so exports (internal).
-struct ImageModule {
-  const char* abi;
-  RasterImage (*read_image_file)(const std::filesystem::path&);
-  std::vector<std::uint8_t> (*encode_image)(const std::string&, const RasterImage&, bool, const std::string&);
-  std::unique_ptr<VideoDecoder> (*open_video)(const std::filesystem::path&);
-};
-#define TEZIP_IMAGE_MODULE_ABI "tezip-images " TEZIP_VERSION_STRING "; " __VERSION__
-#define TEZIP_IMAGE_MODULE_ENTRY "tezip_image_module_v1"
-
 }  // namespace tezip

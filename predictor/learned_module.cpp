@@ -1,14 +1,14 @@
-// The core's side of the learned module (predictor/learned_module.hpp): finds and loads
-// libtezip_learned.so, and forwards the public PredNet functions to it. Also the model search path,
-// which needs no torch.
-#include "predictor/learned_module.hpp"
-
-#include "predictor/shared_module.hpp"
+// The core's side of the learned module (predictor/learned/module_table.hpp): finds and loads
+// libtezip_learned.so, and forwards to it what needs libtorch: training, the float32 engine and the
+// weights of version-1 model files. Also the model search path, which needs no torch.
+#include "predictor/learned/module_table.hpp"
 
 #include <atomic>
 #include <cstdlib>
 #include <sstream>
 #include <string>
+
+#include "predictor/shared_module.hpp"
 
 namespace tezip {
 namespace {
@@ -27,7 +27,8 @@ LoadResult load() {
   LoadResult result;
   result.module = static_cast<const LearnedModule*>(load_shared_module(
       kModuleFile, "TEZIP_LEARNED_MODULE", TEZIP_LEARNED_MODULE_ENTRY, TEZIP_LEARNED_MODULE_ABI,
-      "PredNet (libtorch; this build may have -DTEZIP_TORCH=OFF)", result.error));
+      "libtorch (training, --arithmetic float32, version-1 model files; a build with -DTEZIP_TORCH=OFF has none)",
+      result.error));
   if (result.module != nullptr && single_threaded_torch) result.module->use_single_threaded_torch();
   return result;
 }
@@ -39,34 +40,55 @@ const LoadResult& loaded() {
 
 }  // namespace
 
-const LearnedModule& learned_module() {
+const LearnedModule& learned_module(const std::string& purpose) {
   const auto& r = loaded();
-  if (r.module == nullptr) throw LearnedModuleError(r.error);
+  if (r.module == nullptr) throw LearnedModuleError(purpose + " needs libtorch: " + r.error);
   return *r.module;
 }
 
 void use_single_threaded_torch() { single_threaded_torch = true; }
 
-std::unique_ptr<Predictor> make_prednet_predictor(const LearnedPredictorOptions& options) {
-  return learned_module().make_prednet_predictor(options);
-}
-
-std::unique_ptr<Predictor> prednet_predictor_for(const PredictorIdentity& identity, const std::filesystem::path& model) {
-  return learned_module().prednet_predictor_for(identity, model);
-}
+void check_training_available() { learned_module("tezip train"); }
 
 TrainingResult train_prednet(const std::vector<TrainingSequence>& sequences, const TrainingOptions& options,
                              const TrainingCallbacks& callbacks) {
-  return learned_module().train_prednet(sequences, options, callbacks);
+  return learned_module("training a PredNet").train_prednet(sequences, options, callbacks);
 }
 
 std::vector<std::vector<float>> prednet_forecasts(const ModelFile& model, const TrainingSequence& sequence) {
-  return learned_module().prednet_forecasts(model, sequence);
+  return learned_module("float32 PredNet forecasts").prednet_forecasts(model, sequence);
 }
 
 ForecastQuality evaluate_forecasts(const ModelFile& model, const std::vector<TrainingSequence>& sequences,
                                    double held_out_fraction, int warmup) {
-  return learned_module().evaluate_forecasts(model, sequences, held_out_fraction, warmup);
+  return learned_module("evaluating a PredNet").evaluate_forecasts(model, sequences, held_out_fraction, warmup);
+}
+
+std::vector<WeightTensor> prednet_weights(const ModelFile& model, const std::string& name) {
+  std::vector<WeightTensor> tensors;
+  if (model.version >= 2) {
+    tensors = parse_weights(model.weights, name);
+  } else {
+    try {
+      tensors = learned_module(name + " (model format 1)").torch_weights(model, name);
+    } catch (const LearnedModuleError& e) {
+      throw LearnedModuleError(std::string(e.what()) +
+                               ". Format 1 stores the weights as a torch::save stream; convert the file once, where "
+                               "tezip has libtorch, with: tezip convert-model OLD.tzm -o NEW.tzm");
+    }
+  }
+  check_weights(tensors, model.options, name);
+  return tensors;
+}
+
+ModelFile upgrade_model(const ModelFile& model, const std::string& name) {
+  if (model.version >= 2) return model;
+  ModelFile upgraded = model;
+  upgraded.version = 2;
+  upgraded.weights = serialize_weights(prednet_weights(model, name));
+  upgraded.weights_sha256_v1 = model.weights_sha256;
+  upgraded.serialize();  // sets weights_sha256
+  return upgraded;
 }
 
 std::vector<std::filesystem::path> model_search_path() {

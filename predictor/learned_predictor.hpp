@@ -15,8 +15,9 @@ struct DeterminismError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// PredNet is not available in this build or installation: the learned module (libtezip_learned.so,
-// built only with libtorch; predictor/learned_module.hpp) is missing or from another build.
+// What needs libtorch (training, --arithmetic float32, version-1 model files) is not available in
+// this build or installation: the learned module (libtezip_learned.so, built only with libtorch;
+// predictor/learned/module_table.hpp) is missing or from another build. Exact PredNet needs no libtorch.
 struct LearnedModuleError : ModelError {
   using ModelError::ModelError;
 };
@@ -33,20 +34,23 @@ struct LearnedPredictorOptions {
   std::size_t batch = 8;   // GOPs per network call
 };
 
-// A PredNet predictor from a model file. Throws ModelError (bad model file; LearnedModuleError when
-// this build has no PredNet) or std::invalid_argument (bad options).
+// A PredNet predictor from a model file (predictor/prednet_predictor.cpp). Exact arithmetic runs in
+// the core; float32 and version-1 model files need libtorch. Throws ModelError (bad model file;
+// LearnedModuleError when this needs libtorch and the build has none) or std::invalid_argument.
 std::unique_ptr<Predictor> make_prednet_predictor(const LearnedPredictorOptions& options);
 
 // GOPs are the unit of parallel work (the encoder's and decoder's thread pools), so a program that
-// owns its process (the tezip command) runs torch single-threaded inside each network call. A
-// library must not: a loader shares libtorch's thread setting with the user's training. Takes
-// effect when the learned module is loaded; it loads nothing itself.
+// owns its process (the tezip command) runs torch single-threaded inside each float32 network call
+// (the exact engine is always single-threaded per call). A library must not: a loader shares
+// libtorch's thread setting with the user's training. Takes effect when the learned module is
+// loaded; it loads nothing itself.
 void use_single_threaded_torch();
 
 // Rebuilds the predictor an archive names: finds the model whose weights have the recorded SHA-256
 // (in `model` if given, else in model_search_path()), rebuilds it with the recorded configuration,
-// and compares its fingerprint with the recorded one. Throws ModelError when no such model is
-// found and DeterminismError when the fingerprints differ.
+// and compares its fingerprint with the recorded one. A model whose weights_sha256_v1 is the
+// recorded SHA-256 (a converted version-1 file) is the same model. Throws ModelError when no such
+// model is found and DeterminismError when the fingerprints differ.
 std::unique_ptr<Predictor> prednet_predictor_for(const PredictorIdentity& identity, const std::filesystem::path& model = {});
 
 // $TEZIP_MODEL_PATH (folders or files, ':'-separated), then the shipped models folder.

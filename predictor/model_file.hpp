@@ -15,24 +15,56 @@ struct ModelError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// One float32 tensor of a model's weights, row-major.
+struct WeightTensor {
+  std::string name;  // the network's parameter name, e.g. "lstm0.weight"
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+};
+
 // A trained predictor on disk (docs/format.md, "Model files"):
 //   "TZMODEL\n", u32 version, u64 header length, header (JSON), weights
 // The header holds the options that rebuild the network, training metadata, and the size and
-// SHA-256 of the weights; the weights are a torch::save archive of the module. Everything is
-// checked before the weights reach torch.
+// SHA-256 of the weights. Version 2 weights are a list of float32 tensors (serialize_weights),
+// read without libtorch; version 1 weights are a torch::save stream of the module, which only the
+// learned module (libtorch) reads. Everything is checked before the weights are used.
 struct ModelFile {
   std::string kind = "prednet";
   PredNetOptions options;
   std::string metadata_json = "{}";  // training data, epochs, validation figures...
+  std::uint32_t version = 2;         // the layout of `weights`: 2 tensor list, 1 torch::save
   std::vector<std::uint8_t> weights;
-  std::string weights_sha256;  // hex; filled by parse_model and serialize_model
+  std::string weights_sha256;  // hex SHA-256 of `weights`; filled by parse_model and serialize
+  // A model converted from version 1: the SHA-256 of its torch::save weights,
+  // which archives written with the version-1 file record. Empty otherwise.
+  std::string weights_sha256_v1;
 
+  // Whether an archive that recorded `sha256` was written with these weights.
+  bool has_weights(const std::string& sha256) const;
   std::vector<std::uint8_t> serialize();  // also sets weights_sha256
 };
 
 // `name` labels errors. Throws ModelError.
 ModelFile parse_model(std::span<const std::uint8_t> bytes, const std::string& name);
 ModelFile load_model_file(const std::filesystem::path& path);
+
+// The tensor list of version 2 (docs/format.md), in the order given: a model's weights are written
+// in its network's parameter order (PredNetOptions::parameters()), so equal weights give equal
+// bytes and an equal SHA-256.
+std::vector<std::uint8_t> serialize_weights(const std::vector<WeightTensor>& tensors);
+// Throws ModelError naming `name` on anything malformed: truncation, bad names, dtypes or sizes.
+std::vector<WeightTensor> parse_weights(std::span<const std::uint8_t> bytes, const std::string& name);
+// Throws ModelError unless `tensors` are exactly the parameters `options` define, in order.
+void check_weights(const std::vector<WeightTensor>& tensors, const PredNetOptions& options, const std::string& name);
+
+// A PredNet model's weights, checked against its options: version 2 read here, version 1 through
+// the learned module (libtorch). Throws ModelError, or LearnedModuleError (learned_predictor.hpp)
+// for a version-1 file where libtorch is missing. (predictor/learned_module.cpp)
+std::vector<WeightTensor> prednet_weights(const ModelFile& model, const std::string& name);
+// The same model as version 2, its tensors bit for bit; its version-1 SHA-256 is kept as
+// weights_sha256_v1, so archives written with the old file still find the new one. A version-2
+// model comes back unchanged. Throws as prednet_weights.
+ModelFile upgrade_model(const ModelFile& model, const std::string& name);
 
 // Lowercase hex SHA-256 (OpenSSL).
 std::string sha256_hex(std::span<const std::uint8_t> bytes);

@@ -20,6 +20,21 @@ void PredNetOptions::validate() const {
     if (!(w >= 0 && w <= 1e6)) throw std::invalid_argument("PredNet layer loss weights must be >= 0");
 }
 
+std::vector<PredNetOptions::Parameter> PredNetOptions::parameters() const {
+  std::vector<Parameter> list;
+  auto conv = [&](const std::string& name, int in, int out) {
+    list.push_back({name + ".weight", {out, in, kernel, kernel}});
+    list.push_back({name + ".bias", {out}});
+  };
+  for (int l = 0; l < layers(); ++l) {
+    const int up = l + 1 < layers() ? r(l + 1) : 0;
+    conv("lstm" + std::to_string(l), 2 * a_channels[l] + r(l) + up, 4 * r(l));
+    conv("ahat" + std::to_string(l), r(l), a_channels[l]);
+    if (l > 0) conv("a" + std::to_string(l), 2 * a_channels[l - 1], a_channels[l]);
+  }
+  return list;
+}
+
 std::string PredNetOptions::to_json() const {
   nlohmann::json j;
   j["a_channels"] = a_channels;

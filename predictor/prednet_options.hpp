@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,15 @@ struct PredNetOptions {
   double loss_weight(int layer) const { return layer < int(layer_loss.size()) ? layer_loss[layer] : 0.0; }
   // Frames are padded to a multiple of this so that every pooling halves exactly.
   int padding_multiple() const { return 1 << (layers() - 1); }
+  // The network's parameters in order, as its model file lists them: per layer l, "lstm<l>"
+  // ([E_l, R_l, up(R_{l+1})] -> the 4 gates i, f, o, g of R_l), "ahat<l>" (R_l -> A_l) and for
+  // l >= 1 "a<l>" (E_{l-1} -> A_l before pooling), each a ".weight" [out, in, kernel, kernel] and
+  // a ".bias" [out] (torch's Conv2d and its named_parameters() order).
+  struct Parameter {
+    std::string name;
+    std::vector<std::int64_t> shape;
+  };
+  std::vector<Parameter> parameters() const;
   // Throws std::invalid_argument naming the bad option.
   void validate() const;
   std::string to_json() const;

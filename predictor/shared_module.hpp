@@ -1,7 +1,7 @@
 #pragma once
 // tezip's optional parts that bring heavy libraries live in shared modules beside libtezip and are
 // loaded with dlopen() on first use, so that a process which never needs them never maps those
-// libraries: libtezip_learned.so (PredNet, libtorch; predictor/learned_module.hpp) and
+// libraries: libtezip_learned.so (training and float32 PredNet, libtorch; predictor/learned/module_table.hpp) and
 // libtezip_images.so (image files and video, OpenCV; io/image_codec.hpp).
 #include <filesystem>
 #include <string>

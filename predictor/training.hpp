@@ -86,6 +86,11 @@ struct TrainingResult {
   double seconds = 0;  // this run
 };
 
+// Training, float32 forecasts and their evaluation need libtorch (the learned module): without it
+// they throw LearnedModuleError (learned_predictor.hpp). This throws it up front, before the data
+// is read, and does nothing where libtorch is there.
+void check_training_available();
+
 // Trains on random clips of nt frames cropped at random; a gray model (net.a_channels[0] == 1) takes
 // each channel of colour frames as a gray sample. Reproducible for a seed on one machine and thread
 // count. Uses CUDA when available. Throws TrainingError, std::invalid_argument.

@@ -14,6 +14,8 @@
 #include "support/cli_run.hpp"
 #include "support/temp_dir.hpp"
 
+#include <sstream>
+
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
 
@@ -144,6 +146,55 @@ TEST_CASE("a changed weight or arithmetic is caught before decoding", "[prednet]
   REQUIRE_NOTHROW(prednet_predictor_for(recorded, model));
 }
 
+TEST_CASE("archives written with a version-1 model decode with its converted file, and it converts by the CLI", "[prednet][cli]") {
+  test::TempDir dir;
+  // A version-1 file (weights as a torch::save stream), as tezip wrote before model format 2.
+  torch::manual_seed(11);
+  PredNetOptions options;
+  options.a_channels = {1, 8, 16};
+  PredNet net(options);
+  {
+    torch::NoGradGuard no_grad;
+    net->ahat[0]->bias.fill_(0.3f);
+  }
+  ModelFile v1 = make_model_file(net, "{}");
+  v1.version = 1;
+  {
+    std::ostringstream out;
+    torch::save(net, out);
+    const std::string bytes = out.str();
+    v1.weights.assign(bytes.begin(), bytes.end());
+  }
+  const auto v1_bytes = v1.serialize();
+  std::ofstream(dir / "v1.tzm", std::ios::binary).write(reinterpret_cast<const char*>(v1_bytes.data()), std::streamsize(v1_bytes.size()));
+  for (const std::string arithmetic : {"exact", "float32"}) {
+    auto o = prednet_options(dir / "v1.tzm", arithmetic);
+    o.coding.bound = codecs::ErrorBound{codecs::BoundMode::Abs, 1, 0};
+    compress(kMire, dir / (arithmetic + ".tzp"), o);
+  }
+  auto run = test::tezip_cli("convert-model " + test::quote(dir / "v1.tzm") + " -o " + test::quote(dir / "v2.tzm"));
+  REQUIRE(run.code == 0);
+  CHECK_THAT(run.output, Contains(v1.weights_sha256));
+  const ModelFile v2 = load_model_file(dir / "v2.tzm");
+  CHECK(v2.version == 2);
+  CHECK(v2.weights_sha256_v1 == v1.weights_sha256);
+  CHECK(v2.metadata_json == v1.metadata_json);
+  CHECK(v2.weights == make_model_file(net, "{}").weights);  // the same tensors as the network's
+  // The converted file is found by the archives' recorded (version-1) SHA-256, and its forecasts
+  // are the old file's bit for bit: exact and float32 archives decode.
+  for (const std::string arithmetic : {"exact", "float32"}) {
+    INFO(arithmetic);
+    require_within(dir / (arithmetic + ".tzp"), kMire, dir / "v2.tzm", 1);
+    run = test::tezip_cli("verify " + test::quote(dir / (arithmetic + ".tzp")) + " -q", "TEZIP_MODEL_PATH=" + test::quote(dir / "v2.tzm"));
+    CHECK(run.code == 0);
+  }
+  // An output that exists needs -f; the input is never touched.
+  run = test::tezip_cli("convert-model " + test::quote(dir / "v1.tzm") + " -o " + test::quote(dir / "v2.tzm"));
+  CHECK(run.code == 2);
+  CHECK_THAT(run.output, Contains("exists"));
+  CHECK(test::read_file(dir / "v1.tzm") == v1_bytes);
+}
+
 TEST_CASE("bad PredNet models give clear errors", "[prednet]") {
   test::TempDir dir;
   auto options = prednet_options(dir / "none.tzm", "exact");
@@ -163,9 +214,10 @@ TEST_CASE("an exact-arithmetic archive decodes bit for bit under every CPU kerne
   REQUIRE(test::tezip_cli("compress " + test::quote(kMire) + " -o " + archive + " --predictor prednet --model " +
                           test::quote(model) + " --gop 4 --batch 8 -q")
               .code == 0);
-  std::vector<std::string> settings = {"ATEN_CPU_CAPABILITY=default", "ATEN_CPU_CAPABILITY=avx2",
-                                       "DNNL_MAX_CPU_ISA=SSE41", "OMP_NUM_THREADS=1"};
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) settings.push_back("ATEN_CPU_CAPABILITY=avx512");
+  // The exact engine is the core's and loads no libtorch, so even a capability this CPU lacks
+  // (avx512 on an AVX2 machine, which would crash libtorch) decodes.
+  std::vector<std::string> settings = {"ATEN_CPU_CAPABILITY=default", "ATEN_CPU_CAPABILITY=avx2", "ATEN_CPU_CAPABILITY=avx512",
+                                       "DNNL_MAX_CPU_ISA=SSE41", "OMP_NUM_THREADS=1", "TEZIP_EXACT_KERNEL=portable"};
   for (const auto& env : settings)
     for (const char* threads : {"1", "2"}) {
       const auto run = test::tezip_cli("verify " + archive + " --model " + test::quote(model) + " -T " + threads + " --against " +

@@ -2,15 +2,19 @@
 // network on the bundled mire sample (16 gray 160x120 frames).
 #include <catch2/catch.hpp>
 
+#include <torch/torch.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "io/source.hpp"
+#include "predictor/learned/prednet.hpp"
 #include "predictor/model_file.hpp"
 #include "predictor/training.hpp"
 #include "support/cli_run.hpp"
@@ -103,6 +107,43 @@ TEST_CASE("a model file round trip gives identical forecasts", "[prednet][traini
   REQUIRE(a[0].size() == data[0].shape.size());
   CHECK(a == b);
   CHECK(a == c);
+}
+
+TEST_CASE("version-2 model files hold the network bit for bit; version-1 files still load", "[prednet][training]") {
+  torch::manual_seed(3);
+  tezip::PredNetOptions options;
+  options.a_channels = {1, 4, 8};
+  tezip::PredNet net(options);
+  // The file's tensor order is the network's parameter order.
+  const auto parameters = net->named_parameters();
+  const auto expected = options.parameters();
+  REQUIRE(parameters.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    CHECK(parameters[i].key() == expected[i].name);
+    CHECK(parameters[i].value().sizes().vec() == expected[i].shape);
+  }
+  tezip::ModelFile v2 = tezip::make_model_file(net, "{}");
+  CHECK(v2.version == 2);
+  const auto v2_parsed = tezip::parse_model(v2.serialize(), "v2");
+  tezip::ModelFile v1 = v2;  // what tezip wrote before version 2: a torch::save stream
+  v1.version = 1;
+  {
+    std::ostringstream out;
+    torch::save(net, out);
+    const std::string bytes = out.str();
+    v1.weights.assign(bytes.begin(), bytes.end());
+  }
+  const auto v1_parsed = tezip::parse_model(v1.serialize(), "v1");
+  CHECK(v1_parsed.version == 1);
+  CHECK(v1_parsed.weights_sha256 != v2_parsed.weights_sha256);
+  for (const auto* model : {&v1_parsed, &v2_parsed}) {
+    auto loaded = tezip::load_prednet(*model, "m");
+    const auto got = loaded->named_parameters();
+    for (std::size_t i = 0; i < expected.size(); ++i) CHECK(torch::equal(got[i].value(), parameters[i].value()));
+  }
+  auto seq = mire()[0];
+  seq.frames.resize(4);
+  CHECK(tezip::prednet_forecasts(v1_parsed, seq) == tezip::prednet_forecasts(v2_parsed, seq));
 }
 
 TEST_CASE("training resumed from a checkpoint matches an uninterrupted run", "[prednet][training]") {

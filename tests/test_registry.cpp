@@ -13,7 +13,7 @@ TEST_CASE("the predictor registry builds every classical predictor it lists, by 
   for (const auto& p : predictors()) {
     names.insert(p.name);
     REQUIRE(find_predictor(p.name) == &p);
-    if (p.learned) continue;  // needs a model file and the learned module: tests/test_prednet_coding.cpp
+    if (p.learned) continue;  // needs a model file: tests/test_exact_coding.cpp, tests/test_prednet_coding.cpp
     const auto predictor = make_predictor(p.name);
     REQUIRE(predictor != nullptr);
     // What the archive records rebuilds the same predictor.

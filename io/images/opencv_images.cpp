@@ -7,6 +7,7 @@
 
 #include "format/errors.hpp"
 #include "io/image_codec.hpp"
+#include "io/images/module_table.hpp"
 
 namespace tezip {
 namespace {

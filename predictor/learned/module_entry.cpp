@@ -1,9 +1,8 @@
-// The learned module's one exported entry (predictor/learned_module.hpp): the table the core
+// The learned module's one exported entry (predictor/learned/module_table.hpp): the table the core
 // forwards PredNet calls to.
 #include <torch/torch.h>
 
 #include "predictor/learned/module_api.hpp"
-#include "predictor/learned_module.hpp"
 
 namespace {
 
@@ -11,8 +10,8 @@ void single_threaded() { torch::set_num_threads(1); }
 
 const tezip::LearnedModule kModule = {
     TEZIP_LEARNED_MODULE_ABI,
-    &tezip::learned::make_prednet_predictor,
-    &tezip::learned::prednet_predictor_for,
+    &tezip::learned::make_float_engine,
+    &tezip::learned::torch_weights,
     &single_threaded,
     &tezip::learned::train_prednet,
     &tezip::learned::prednet_forecasts,
@@ -21,4 +20,4 @@ const tezip::LearnedModule kModule = {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const tezip::LearnedModule* tezip_learned_module_v1() { return &kModule; }
+extern "C" __attribute__((visibility("default"))) const tezip::LearnedModule* tezip_learned_module_v2() { return &kModule; }

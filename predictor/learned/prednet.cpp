@@ -1,5 +1,7 @@
 #include "predictor/learned/prednet.hpp"
 
+#include "predictor/learned/module_api.hpp"
+
 #include <sstream>
 
 namespace tezip {
@@ -91,20 +93,43 @@ torch::Tensor PredNetImpl::forecasts(const torch::Tensor& frames) {
   return torch::stack(out, 1);
 }
 
+std::vector<WeightTensor> weight_tensors(PredNet& net) {
+  std::vector<WeightTensor> tensors;
+  for (const auto& p : net->named_parameters()) {
+    const auto values = p.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    tensors.push_back({p.key(), values.sizes().vec(),
+                       std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel())});
+  }
+  return tensors;
+}
+
 ModelFile make_model_file(PredNet& net, const std::string& metadata_json) {
   ModelFile model;
   model.options = net->options();
   model.metadata_json = metadata_json;
-  std::ostringstream out;
-  torch::save(net, out);
-  const std::string bytes = out.str();
-  model.weights.assign(bytes.begin(), bytes.end());
+  model.version = 2;
+  const auto tensors = weight_tensors(net);
+  check_weights(tensors, model.options, "the network");  // the file's order is the options' order
+  model.weights = serialize_weights(tensors);
   return model;
 }
 
 PredNet load_prednet(const ModelFile& model, const std::string& name) {
   PredNet net(model.options);
-  // torch::load replaces each tensor whole, shape included: compare with the shapes the options give.
+  if (model.version >= 2) {
+    const auto tensors = parse_weights(model.weights, name);
+    check_weights(tensors, model.options, name);
+    auto parameters = net->named_parameters();
+    torch::NoGradGuard no_grad;
+    for (const auto& t : tensors) {
+      auto& p = parameters[t.name];
+      p.copy_(torch::from_blob(const_cast<float*>(t.values.data()), p.sizes(), torch::kFloat32));
+    }
+    net->eval();
+    return net;
+  }
+  // Version 1: a torch::save stream. torch::load replaces each tensor whole, shape included:
+  // compare with the shapes the options give.
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected;
   for (const auto& p : net->named_parameters()) expected.emplace_back(p.key(), p.value().sizes().vec());
   try {
@@ -121,4 +146,12 @@ PredNet load_prednet(const ModelFile& model, const std::string& name) {
   return net;
 }
 
+namespace learned {
+
+std::vector<WeightTensor> torch_weights(const ModelFile& model, const std::string& name) {
+  PredNet net = load_prednet(model, name);
+  return weight_tensors(net);
+}
+
+}  // namespace learned
 }  // namespace tezip

@@ -50,8 +50,11 @@ TORCH_MODULE(PredNet);
 // Keras's hard sigmoid, PredNet's gate activation.
 inline torch::Tensor hard_sigmoid(const torch::Tensor& x) { return (0.2 * x + 0.5).clamp(0.0, 1.0); }
 
-// Model files <-> modules. load_prednet throws ModelError when the weights do not fit the options.
+// Model files <-> modules. make_model_file writes version 2 (the tensor list); load_prednet reads
+// version 2 and version 1 (torch::save) and throws ModelError when the weights do not fit the options.
 ModelFile make_model_file(PredNet& net, const std::string& metadata_json);
 PredNet load_prednet(const ModelFile& model, const std::string& name);
+// The parameters as the tensor list of a version-2 file, in the network's order (bit for bit).
+std::vector<WeightTensor> weight_tensors(PredNet& net);
 
 }  // namespace tezip

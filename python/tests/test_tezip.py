@@ -1,6 +1,7 @@
 """The tezip Python module: Reader, Stream, and the torch adapter when torch imports."""
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -89,6 +90,26 @@ class TezipTest(unittest.TestCase):
         rest = [(x.sequence, x.start) for x in tezip.Stream(self.paths["gray"], state=state, **kwargs)]
         self.assertEqual(rest, whole[7:])
         self.assertEqual(head, [q for q, _ in whole[:7]])
+
+    def test_prednet_archive_without_libtorch(self):
+        """A PredNet archive (the default exact arithmetic) decodes in the module with no libtorch:
+        the CLI writes it without the learned module, and this process never maps libtorch."""
+        binary = os.environ.get("TEZIP_BINARY", "tezip")
+        npy = os.path.join(self.tmp.name, "gray.npy")
+        out = os.path.join(self.tmp.name, "prednet.tzp")
+        env = dict(os.environ, TEZIP_LEARNED_MODULE=os.path.join(self.tmp.name, "none.so"))
+        subprocess.run([binary, "compress", npy, "-o", out, "--predictor", "prednet", "--gop", "4", "-q"],
+                       check=True, env=env)
+        r = tezip.Reader(out)
+        self.assertEqual(r.num_sequences, 3)
+        for q in range(3):
+            np.testing.assert_array_equal(r.clip(q, 0, 11), self.gray[q])
+        frames = [x.frames for x in tezip.Stream(out, clip_len=2, stride=5, threads=2)]
+        self.assertEqual(len(frames), 3 * 2)
+        # This process may hold the user's torch (the torch tests import it): check in a fresh one.
+        check = ("import sys, tezip; r = tezip.Reader(sys.argv[1]); r.clip(0, 0, 11); "
+                 "assert 'libtorch' not in open('/proc/self/maps').read(), 'libtorch is mapped'")
+        subprocess.run([sys.executable, "-c", check, out], check=True)
 
     def test_corrupt_chunk_raises(self):
         damaged = os.path.join(self.tmp.name, "damaged.tzp")

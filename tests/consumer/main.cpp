@@ -1,6 +1,6 @@
 // A consumer of the installed libtezip: opens an archive with tezip::Reader, decodes every frame,
-// streams one epoch, and checks that no libtorch was mapped and that the shipped models are found
-// in the installed data folder.
+// streams one epoch, and checks that no libtorch was mapped (a PredNet archive of exact arithmetic
+// included) and that the shipped models are found in the installed data folder.
 //   tezip_consumer ARCHIVE [PREFIX]
 #include <fstream>
 #include <iostream>

@@ -1,14 +1,19 @@
 #pragma once
-// The integer pieces of the exact PredNet engine (docs/exact_inference.md), exposed for its tests.
-// Torch TUs only. Every function here is pure integer arithmetic: the same inputs give the same
-// bits on every machine, whichever kernel (scalar or AVX2) or thread count runs it.
-#include <torch/torch.h>
-
+// The exact PredNet engine (docs/exact_inference.md): a trained PredNet in integer arithmetic, so
+// that the encoder's forecast and the decoder's are the same bits on every machine. Torch-free,
+// in the core. Every function here is pure integer arithmetic: the same inputs give the same bits
+// whichever kernel (portable or AVX2) runs it.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "predictor/model_file.hpp"
+#include "predictor/prednet_engine.hpp"
+
 namespace tezip::exact {
+
+enum class Kernel { best, portable, avx2 };
 
 // A 'same'-padded, stride-1 convolution quantized for int16 inputs. Input channel k holds
 // real / 2^input_frac[k]; accumulator row o holds real * 2^scale[o]; output o holds
@@ -31,19 +36,22 @@ inline constexpr std::int32_t kMaxInput = 32767;
 
 // Chooses each output channel's scale as the largest power of two with |w| <= 32767 and
 // sum |w| * kMaxInput <= 2^31 - 1, so that the int32 accumulation cannot overflow in any order.
-// weight: float [out][in][k][k]; bias: float [out]. Only exact operations on the float bits.
-QuantConv quantize_conv(const torch::Tensor& weight, const torch::Tensor& bias, std::span<const int> input_frac,
-                        std::span<const int> output_frac);
+// weight: float [out][in][kernel][kernel], bias: float [out]. Only exact operations on the float
+// bits. Throws std::invalid_argument on sizes that do not fit or weights that are not finite.
+QuantConv quantize_conv(std::span<const float> weight, std::span<const float> bias, int out_channels, int in_channels,
+                        int kernel, std::span<const int> input_frac, std::span<const int> output_frac);
 
-enum class Kernel { best, portable, avx2 };
-bool avx2_available();
+bool avx2_available();  // the CPU has AVX2
+// The kernel Kernel::best means: $TEZIP_EXACT_KERNEL (portable or avx2) when set, portable under
+// ATEN_CPU_CAPABILITY=default (torch's switch to baseline kernels, so that the cross-ISA tests
+// run both), else AVX2 where the CPU has it. Throws std::invalid_argument for a kernel the CPU lacks.
+Kernel resolve(Kernel kernel);
 
 // in: int16 [batch][in_channels][height][width] with |x| <= kMaxInput; out: int32
-// [batch][out_channels][height][width], saturated to +-(2^31 - 1). Threaded with at::parallel_for.
+// [batch][out_channels][height][width], saturated to +-(2^31 - 1). Single-threaded: GOPs are the
+// unit of parallel work.
 void conv2d(const std::int16_t* in, int batch, int height, int width, const QuantConv& conv, std::int32_t* out,
             Kernel kernel = Kernel::best);
-// Tensor form: in int16 [B, C, H, W] -> int32 [B, O, H, W].
-torch::Tensor conv2d(const torch::Tensor& in, const QuantConv& conv, Kernel kernel = Kernel::best);
 
 // Keras's hard sigmoid clip(0.2 z + 0.5, 0, 1): z and the result in Q15 (1.0 = 32768), rounding
 // half up: clamp(floor((2 z + 5) / 10) + 16384, 0, 32768).
@@ -55,8 +63,8 @@ std::int32_t tanh_q15(std::int32_t x);
 const std::vector<std::int16_t>& tanh_table();
 
 // The ConvLSTM update of `count` cells: gates int32 Q15, gate k of cell n at gates[k * gate_stride
-// + n] in the order i, f, o, g (torch's chunk(4, 1)); c int32 Q15 in place, clamped to +-2^30;
-// r int16 Q15 out. With i, f, o = hard_sigmoid_q15 of their gates:
+// + n] in the order i, f, o, g; c int32 Q15 in place, clamped to +-2^30; r int16 Q15 out. With
+// i, f, o = hard_sigmoid_q15 of their gates:
 //   c = floor((f c + i tanh_q15(g) + 2^14) / 2^15), r = floor((o tanh_q15(c) + 2^14) / 2^15)
 void lstm_update(const std::int32_t* gates, std::int64_t gate_stride, std::int64_t count, std::int32_t* c,
                  std::int16_t* r);
@@ -67,3 +75,13 @@ inline std::int64_t round_shift(std::int64_t v, int shift) {
 }
 
 }  // namespace tezip::exact
+
+namespace tezip {
+
+// The exact engine of a PredNet with these options and weights (checked with check_weights).
+// `kernel` other than best forces one convolution kernel for every call (tests). Throws
+// ModelError on weights that do not fit, std::invalid_argument on weights it cannot quantize.
+std::unique_ptr<PredNetEngine> make_exact_engine(const PredNetOptions& options, const std::vector<WeightTensor>& weights,
+                                                 exact::Kernel kernel = exact::Kernel::best);
+
+}  // namespace tezip

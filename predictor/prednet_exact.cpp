@@ -1,4 +1,5 @@
-// Exact (integer) PredNet inference: every machine computes the same bits (docs/exact_inference.md).
+// Exact (integer) PredNet inference in the core, without libtorch: every machine computes the same
+// bits (docs/exact_inference.md).
 //
 // Why the results cannot depend on the machine:
 // - The float model is turned into integers with exact operations only: float -> double, multiply
@@ -7,22 +8,19 @@
 //   tanh table comes from integer series (make_tanh_table).
 // - Convolutions multiply int16 by int16 and add in int32. quantize_conv bounds each output
 //   channel's weights so that sum |w| * 32767 <= 2^31 - 1, and inputs are saturated to +-32767, so
-//   every partial sum, in whatever order a kernel adds (scalar, AVX2 pmaddwd pairs, any tiling or
-//   thread split), is an exact integer below 2^31: integer addition is associative when it cannot
-//   overflow, so all orders give the same sum.
+//   every partial sum, in whatever order a kernel adds (scalar, AVX2 pmaddwd pairs, any tiling), is
+//   an exact integer below 2^31: integer addition is associative when it cannot overflow, so all
+//   orders give the same sum.
 // - Everything else (gates, LSTM state, pooling, errors, pixels) is int32/int64 arithmetic with
 //   explicit rounding (floor of a shifted value, i.e. round half up) and saturation.
-#include "predictor/learned/prednet_exact.hpp"
-
-#include <ATen/Parallel.h>
+#include "predictor/prednet_exact.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
-
-#include "predictor/learned/engine.hpp"
+#include <string>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TEZIP_EXACT_X86 1
@@ -180,16 +178,16 @@ std::int16_t QuantConv::weight(int o, int k) const {
   return std::int16_t(k % 2 == 0 ? (v & 0xffff) : (v >> 16));
 }
 
-QuantConv quantize_conv(const torch::Tensor& weight, const torch::Tensor& bias, std::span<const int> input_frac,
-                        std::span<const int> output_frac) {
-  const auto w = weight.detach().to(torch::kCPU, torch::kFloat64).contiguous();  // float -> double is exact
-  const auto b = bias.detach().to(torch::kCPU, torch::kFloat64).contiguous();
+QuantConv quantize_conv(std::span<const float> weight, std::span<const float> bias, int out_channels, int in_channels,
+                        int kernel, std::span<const int> input_frac, std::span<const int> output_frac) {
   QuantConv q;
-  q.out_channels = int(w.size(0));
-  q.in_channels = int(w.size(1));
-  q.kernel = int(w.size(2));
-  if (w.size(3) != q.kernel || q.kernel % 2 == 0 || std::int64_t(input_frac.size()) != q.in_channels ||
-      std::int64_t(output_frac.size()) != q.out_channels || b.size(0) != q.out_channels)
+  q.out_channels = out_channels;
+  q.in_channels = in_channels;
+  q.kernel = kernel;
+  if (out_channels < 1 || in_channels < 1 || kernel < 1 || kernel % 2 == 0 ||
+      std::int64_t(input_frac.size()) != in_channels || std::int64_t(output_frac.size()) != out_channels ||
+      std::int64_t(bias.size()) != out_channels ||
+      std::int64_t(weight.size()) != std::int64_t(out_channels) * in_channels * kernel * kernel)
     throw std::invalid_argument("quantize_conv: shapes do not fit");
   const int k2 = q.kernel * q.kernel, taps = q.in_channels * k2;
   q.pairs = (taps + 1) / 2;
@@ -198,11 +196,11 @@ QuantConv quantize_conv(const torch::Tensor& weight, const torch::Tensor& bias, 
   q.scale.resize(q.out_channels);
   q.shift.resize(q.out_channels);
   q.bound.resize(q.out_channels);
-  const double* wd = w.data_ptr<double>();
-  const double* bd = b.data_ptr<double>();
   std::vector<std::int64_t> taps_q(taps);
+  std::vector<double> wo(taps);  // float -> double is exact
   for (int o = 0; o < q.out_channels; ++o) {
-    const double* wo = wd + std::int64_t(o) * taps;
+    for (int k = 0; k < taps; ++k) wo[k] = double(weight[std::size_t(o) * taps + k]);
+    const double bias_o = double(bias[o]);
     // The first scale to try: 2^(15 - e) with e the largest binary exponent of the weights per
     // input unit; each step down halves the weights until both bounds hold.
     int e_max = -1000;
@@ -210,7 +208,7 @@ QuantConv quantize_conv(const torch::Tensor& weight, const torch::Tensor& bias, 
       if (!std::isfinite(wo[k])) throw std::invalid_argument("quantize_conv: a weight is not finite");
       if (wo[k] != 0) e_max = std::max(e_max, std::ilogb(wo[k]) + 1 - input_frac[k / k2]);
     }
-    if (!std::isfinite(bd[o])) throw std::invalid_argument("quantize_conv: a bias is not finite");
+    if (!std::isfinite(bias_o)) throw std::invalid_argument("quantize_conv: a bias is not finite");
     int s = std::min(40, e_max == -1000 ? 40 : 15 - e_max);
     for (;; --s) {
       if (s < -60) throw std::invalid_argument("quantize_conv: weights too large to quantize");
@@ -220,7 +218,7 @@ QuantConv quantize_conv(const torch::Tensor& weight, const torch::Tensor& bias, 
         largest = std::max(largest, std::abs(taps_q[k]));
         l1 += std::abs(taps_q[k]);
       }
-      const double bias_scaled = std::round(std::ldexp(bd[o], s));
+      const double bias_scaled = std::round(std::ldexp(bias_o, s));
       if (largest > kMaxInput || l1 * kMaxInput > kAccLimit || std::abs(bias_scaled) > 0x1p46) continue;
       q.bias[o] = std::int64_t(bias_scaled);
       q.bound[o] = l1 * kMaxInput + std::abs(q.bias[o]);
@@ -239,65 +237,66 @@ QuantConv quantize_conv(const torch::Tensor& weight, const torch::Tensor& bias, 
 
 bool avx2_available() {
 #ifdef TEZIP_EXACT_X86
-  // ATEN_CPU_CAPABILITY=default (torch's switch to its baseline kernels) selects the portable
-  // kernel here too, so that cross-ISA tests run both; the results are the same bits either way.
-  static const bool available = [] {
-    const char* capability = std::getenv("ATEN_CPU_CAPABILITY");
-    return __builtin_cpu_supports("avx2") && !(capability && std::string(capability) == "default");
-  }();
+  static const bool available = __builtin_cpu_supports("avx2");
   return available;
 #else
   return false;
 #endif
 }
 
+Kernel resolve(Kernel kernel) {
+  static const Kernel best = [] {
+    if (const char* forced = std::getenv("TEZIP_EXACT_KERNEL"); forced != nullptr && *forced != '\0') {
+      const std::string name = forced;
+      if (name == "portable") return Kernel::portable;
+      if (name == "avx2") return Kernel::avx2;
+      if (name != "best") throw std::invalid_argument("TEZIP_EXACT_KERNEL=" + name + ": portable, avx2 or best");
+    }
+    const char* capability = std::getenv("ATEN_CPU_CAPABILITY");
+    if (capability != nullptr && std::string(capability) == "default") return Kernel::portable;
+    return avx2_available() ? Kernel::avx2 : Kernel::portable;
+  }();
+  if (kernel == Kernel::best) kernel = best;
+  if (kernel == Kernel::avx2 && !avx2_available())
+    throw std::invalid_argument("the exact PredNet engine's AVX2 kernel was asked for, but this CPU has no AVX2");
+  return kernel;
+}
+
 void conv2d(const std::int16_t* in, int batch, int height, int width, const QuantConv& conv, std::int32_t* out,
             Kernel kernel) {
-  if (kernel == Kernel::best) kernel = avx2_available() ? Kernel::avx2 : Kernel::portable;
-  if (kernel == Kernel::avx2 && !avx2_available()) throw std::invalid_argument("conv2d: no AVX2 on this CPU");
+  kernel = resolve(kernel);
   const std::int64_t pixels = std::int64_t(height) * width;
   const std::int64_t tiles = (pixels + kTile - 1) / kTile;
   const std::int64_t in_stride = std::int64_t(conv.in_channels) * pixels;
   const std::int64_t out_stride = std::int64_t(conv.out_channels) * pixels;
-  at::parallel_for(0, batch * tiles, 1, [&](std::int64_t begin, std::int64_t end) {
-    AlignedBuffer xs(std::size_t(conv.pairs) * kTile), acc(4 * kTile);
-    std::vector<std::int16_t> scratch(2 * kTile);
-    for (std::int64_t task = begin; task < end; ++task) {
-      const std::int64_t b = task / tiles;
-      const int p0 = int((task % tiles) * kTile), count = int(std::min<std::int64_t>(kTile, pixels - p0));
-      im2col_tile(in + b * in_stride, height, width, conv, p0, count, xs.data(), scratch.data());
-      for (int o0 = 0; o0 < conv.out_channels; o0 += 4) {
-        const int ob = std::min(4, conv.out_channels - o0);
+  AlignedBuffer xs(std::size_t(conv.pairs) * kTile), acc(4 * kTile);
+  std::vector<std::int16_t> scratch(2 * kTile);
+  for (std::int64_t task = 0; task < batch * tiles; ++task) {
+    const std::int64_t b = task / tiles;
+    const int p0 = int((task % tiles) * kTile), count = int(std::min<std::int64_t>(kTile, pixels - p0));
+    im2col_tile(in + b * in_stride, height, width, conv, p0, count, xs.data(), scratch.data());
+    for (int o0 = 0; o0 < conv.out_channels; o0 += 4) {
+      const int ob = std::min(4, conv.out_channels - o0);
 #ifdef TEZIP_EXACT_X86
-        if (kernel == Kernel::avx2)
-          gemm_avx2(xs.data(), conv, o0, ob, acc.data());
-        else
+      if (kernel == Kernel::avx2)
+        gemm_avx2(xs.data(), conv, o0, ob, acc.data());
+      else
 #endif
-          gemm_portable(xs.data(), conv, o0, ob, acc.data());
-        for (int o = 0; o < ob; ++o) {
-          const std::int32_t* a = acc.data() + std::int64_t(o) * kTile;
-          std::int32_t* dst = out + b * out_stride + std::int64_t(o0 + o) * pixels + p0;
-          const int shift = conv.shift[o0 + o];
-          if (shift > 0) {  // the usual case, as a loop the compiler can vectorise
-            const std::int64_t bias = conv.bias[o0 + o] + (std::int64_t{1} << (shift - 1));
-            for (int i = 0; i < count; ++i) dst[i] = saturate32((a[i] + bias) >> shift);
-          } else {
-            const std::int64_t bias = conv.bias[o0 + o];
-            for (int i = 0; i < count; ++i) dst[i] = saturate32(round_shift(a[i] + bias, shift));
-          }
+        gemm_portable(xs.data(), conv, o0, ob, acc.data());
+      for (int o = 0; o < ob; ++o) {
+        const std::int32_t* a = acc.data() + std::int64_t(o) * kTile;
+        std::int32_t* dst = out + b * out_stride + std::int64_t(o0 + o) * pixels + p0;
+        const int shift = conv.shift[o0 + o];
+        if (shift > 0) {  // the usual case, as a loop the compiler can vectorise
+          const std::int64_t bias = conv.bias[o0 + o] + (std::int64_t{1} << (shift - 1));
+          for (int i = 0; i < count; ++i) dst[i] = saturate32((a[i] + bias) >> shift);
+        } else {
+          const std::int64_t bias = conv.bias[o0 + o];
+          for (int i = 0; i < count; ++i) dst[i] = saturate32(round_shift(a[i] + bias, shift));
         }
       }
     }
-  });
-}
-
-torch::Tensor conv2d(const torch::Tensor& in, const QuantConv& conv, Kernel kernel) {
-  const auto x = in.to(torch::kInt16).contiguous();
-  if (x.dim() != 4 || x.size(1) != conv.in_channels) throw std::invalid_argument("conv2d: input shape does not fit");
-  auto out = torch::empty({x.size(0), conv.out_channels, x.size(2), x.size(3)}, torch::kInt32);
-  conv2d(x.data_ptr<std::int16_t>(), int(x.size(0)), int(x.size(2)), int(x.size(3)), conv, out.data_ptr<std::int32_t>(),
-         kernel);
-  return out;
+  }
 }
 
 std::int32_t hard_sigmoid_q15(std::int32_t z) {
@@ -363,36 +362,51 @@ void set_output_frac(QuantConv& conv, const std::vector<int>& frac) {
   for (int o = 0; o < conv.out_channels; ++o) conv.shift[o] = conv.scale[o] - frac[o];
 }
 
-template <class F>
-void parallel_planes(std::int64_t planes, F&& f) {
-  at::parallel_for(0, planes, 1, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t p = begin; p < end; ++p) f(p);
-  });
-}
+// One GOP's state: per layer l (frames of height >> l by width >> l), the ConvLSTM output R_l
+// (int16 Q15), its cell c_l (int32 Q15) and the error units E_l (int16, the layer's formats),
+// each [samples][channels][h][w]; and the last frame forecast, Ahat_0 in Q24.
+struct ExactState final : PredNetEngineState {
+  struct Layer {
+    int height = 0, width = 0;
+    std::vector<std::int16_t> r, e;
+    std::vector<std::int32_t> c;
+  };
+  int samples = 0;
+  std::vector<Layer> layers;
+  std::vector<std::int32_t> forecast;
+};
 
 class ExactEngine final : public PredNetEngine {
  public:
-  explicit ExactEngine(PredNet net) : options_(net->options()) {
+  ExactEngine(const PredNetOptions& options, const std::vector<WeightTensor>& weights, exact::Kernel kernel)
+      : options_(options), kernel_(exact::resolve(kernel)) {
+    options_.validate();
+    check_weights(weights, options_, "exact PredNet");
+    auto quantize = [&](const std::string& name, std::span<const int> in_frac, std::span<const int> out_frac) {
+      const WeightTensor* w = find(weights, name + ".weight");
+      const WeightTensor* b = find(weights, name + ".bias");
+      return exact::quantize_conv(w->values, b->values, int(w->shape[0]), int(w->shape[1]), int(w->shape[2]), in_frac,
+                                  out_frac);
+    };
     const int layers = options_.layers();
     layers_.resize(layers);
     // Formats bottom-up: layer l's errors are an input of a[l + 1].
     for (int l = 0; l < layers; ++l) {
       Layer& layer = layers_[l];
       const int channels = options_.a_channels[l], r = options_.r(l);
+      const std::string index = std::to_string(l);
       std::vector<int> frac(channels, 15);
       if (l > 0) {
         const std::vector<int>& below = layers_[l - 1].e_frac;
-        layer.a = exact::quantize_conv(net->a[l]->weight, net->a[l]->bias, below, std::vector<int>(channels, 0));
-        layer.ahat = exact::quantize_conv(net->ahat[l]->weight, net->ahat[l]->bias, std::vector<int>(r, 15),
-                                          std::vector<int>(channels, 0));
+        layer.a = quantize("a" + index, below, std::vector<int>(channels, 0));
+        layer.ahat = quantize("ahat" + index, std::vector<int>(r, 15), std::vector<int>(channels, 0));
         for (int j = 0; j < channels; ++j)
           frac[j] = std::min(frac_for_bound(layer.a.bound[j], layer.a.scale[j]),
                              frac_for_bound(layer.ahat.bound[j], layer.ahat.scale[j]));
         set_output_frac(layer.a, frac);
         set_output_frac(layer.ahat, frac);
       } else {
-        layer.ahat = exact::quantize_conv(net->ahat[0]->weight, net->ahat[0]->bias, std::vector<int>(r, 15),
-                                          std::vector<int>(channels, kForecastFrac));
+        layer.ahat = quantize("ahat0", std::vector<int>(r, 15), std::vector<int>(channels, kForecastFrac));
       }
       layer.e_frac = frac;
       layer.e_frac.insert(layer.e_frac.end(), frac.begin(), frac.end());
@@ -400,148 +414,52 @@ class ExactEngine final : public PredNetEngine {
     for (int l = 0; l < layers; ++l) {
       std::vector<int> in = layers_[l].e_frac;
       in.insert(in.end(), options_.r(l) + (l + 1 < layers ? options_.r(l + 1) : 0), 15);
-      layers_[l].lstm = exact::quantize_conv(net->lstm[l]->weight, net->lstm[l]->bias, in,
-                                             std::vector<int>(4 * options_.r(l), 15));
+      layers_[l].lstm = quantize("lstm" + std::to_string(l), in, std::vector<int>(4 * options_.r(l), 15));
     }
   }
 
   std::string arithmetic() const override { return "exact"; }
+  std::string arithmetic_description() const override { return "exact"; }
   const PredNetOptions& options() const override { return options_; }
 
-  PredNetState initial_state(std::int64_t batch, std::int64_t height, std::int64_t width) const override {
+  std::unique_ptr<PredNetEngineState> initial_state(int samples, int height, int width) const override {
     check_size(height, width);
-    PredNetState s;
+    if (samples < 1) throw std::invalid_argument("exact PredNet: a state needs at least one sample");
+    auto s = std::make_unique<ExactState>();
+    s->samples = samples;
     for (int l = 0; l < options_.layers(); ++l) {
-      const std::int64_t h = height >> l, w = width >> l;
-      s.r.push_back(torch::zeros({batch, options_.r(l), h, w}, torch::kInt16));
-      s.c.push_back(torch::zeros({batch, options_.r(l), h, w}, torch::kInt32));
-      s.e.push_back(torch::zeros({batch, 2 * options_.a_channels[l], h, w}, torch::kInt16));
+      ExactState::Layer layer;
+      layer.height = height >> l;
+      layer.width = width >> l;
+      const std::size_t hw = std::size_t(layer.height) * layer.width;
+      layer.r.assign(std::size_t(samples) * options_.r(l) * hw, 0);
+      layer.c.assign(std::size_t(samples) * options_.r(l) * hw, 0);
+      layer.e.assign(std::size_t(samples) * 2 * options_.a_channels[l] * hw, 0);
+      s->layers.push_back(std::move(layer));
     }
-    s.forecast = torch::zeros({batch, options_.a_channels[0], height, width}, torch::kInt32);
+    s->forecast.assign(frame_size(*s), 0);
     return s;
   }
 
-  torch::Tensor predict(PredNetState& s, std::uint32_t max_value) const override {
+  void predict(std::span<PredNetEngineState* const> states, std::uint32_t max_value,
+               std::span<const std::span<std::int32_t>> forecasts) const override {
     check_max(max_value);
-    check_state(s);
-    const int layers = options_.layers();
-    for (int l = layers - 1; l >= 0; --l) {
-      const Layer& layer = layers_[l];
-      const auto& e = s.e[l];
-      const std::int64_t batch = e.size(0), h = e.size(2), w = e.size(3), hw = h * w;
-      const std::int64_t ce = e.size(1), cr = options_.r(l), cu = l + 1 < layers ? options_.r(l + 1) : 0;
-      auto input = torch::empty({batch, ce + cr + cu, h, w}, torch::kInt16);
-      std::int16_t* in = input.data_ptr<std::int16_t>();
-      const auto e_contiguous = e.contiguous();  // kept alive while `ep` is used
-      const std::int16_t* ep = e_contiguous.data_ptr<std::int16_t>();
-      const auto r_contiguous = s.r[l].contiguous();
-      const std::int16_t* rp = r_contiguous.data_ptr<std::int16_t>();
-      const auto up_contiguous = cu > 0 ? s.r[l + 1].contiguous() : torch::Tensor();
-      const std::int16_t* up = cu > 0 ? up_contiguous.data_ptr<std::int16_t>() : nullptr;
-      const std::int64_t cin = ce + cr + cu;
-      parallel_planes(batch * cin, [&](std::int64_t plane) {
-        const std::int64_t b = plane / cin, ch = plane % cin;
-        std::int16_t* dst = in + plane * hw;
-        if (ch < ce) {
-          std::memcpy(dst, ep + (b * ce + ch) * hw, sizeof(std::int16_t) * hw);
-        } else if (ch < ce + cr) {
-          std::memcpy(dst, rp + (b * cr + ch - ce) * hw, sizeof(std::int16_t) * hw);
-        } else {  // nearest-neighbour 2x upsampling of R_{l+1}
-          const std::int16_t* src = up + (b * cu + ch - ce - cr) * (hw / 4);
-          for (std::int64_t y = 0; y < h; ++y)
-            for (std::int64_t x = 0; x < w; ++x) dst[y * w + x] = src[(y / 2) * (w / 2) + x / 2];
-        }
-      });
-      auto gates = torch::empty({batch, 4 * cr, h, w}, torch::kInt32);
-      exact::conv2d(in, int(batch), int(h), int(w), layer.lstm, gates.data_ptr<std::int32_t>());
-      auto c = s.c[l].contiguous().clone();
-      auto r = torch::empty({batch, cr, h, w}, torch::kInt16);
-      const std::int32_t* gp = gates.data_ptr<std::int32_t>();
-      std::int32_t* cp = c.data_ptr<std::int32_t>();
-      std::int16_t* rq = r.data_ptr<std::int16_t>();
-      // A batch item's gates are [4][cr * hw] (i, f, o, g); its cells are split into 8 tasks.
-      const std::int64_t cells = cr * hw, chunk = std::max<std::int64_t>(1, cells / 8);
-      const std::int64_t chunks = (cells + chunk - 1) / chunk;
-      parallel_planes(batch * chunks, [&](std::int64_t task) {
-        const std::int64_t b = task / chunks, n0 = (task % chunks) * chunk, n = std::min(chunk, cells - n0);
-        exact::lstm_update(gp + b * 4 * cells + n0, cells, n, cp + b * cells + n0, rq + b * cells + n0);
-      });
-      s.c[l] = c;
-      s.r[l] = r;
+    if (forecasts.size() != states.size()) throw std::invalid_argument("exact PredNet: one forecast per state");
+    for (std::size_t i = 0; i < states.size(); ++i) {
+      ExactState& s = state_of(states[i]);
+      if (forecasts[i].size() != frame_size(s)) throw std::invalid_argument("exact PredNet: the forecast's size does not fit the state");
+      predict(s, max_value, forecasts[i]);
     }
-    // The forecast: min(relu(ahat0(R0)), 1) in Q24, then pixels round_half_up(q * max / 2^24).
-    const auto& r0 = s.r[0];
-    const std::int64_t batch = r0.size(0), h = r0.size(2), w = r0.size(3), channels = options_.a_channels[0];
-    auto forecast = exact::conv2d(r0, layers_[0].ahat);
-    auto pixels = torch::empty_like(forecast);
-    std::int32_t* fp = forecast.data_ptr<std::int32_t>();
-    std::int32_t* pp = pixels.data_ptr<std::int32_t>();
-    const std::int64_t hw = h * w;
-    parallel_planes(batch * channels, [&](std::int64_t plane) {
-      for (std::int64_t n = plane * hw; n < (plane + 1) * hw; ++n) {
-        fp[n] = std::clamp(fp[n], 0, 1 << kForecastFrac);
-        pp[n] = std::int32_t((std::int64_t(fp[n]) * max_value + (1 << (kForecastFrac - 1))) >> kForecastFrac);
-      }
-    });
-    s.forecast = forecast;
-    return pixels;
   }
 
-  void correct(PredNetState& s, const torch::Tensor& pixels, std::uint32_t max_value) const override {
+  void correct(std::span<PredNetEngineState* const> states, std::span<const std::span<const std::int32_t>> frames,
+               std::uint32_t max_value) const override {
     check_max(max_value);
-    check_state(s);
-    const auto f = s.forecast.contiguous();
-    if (pixels.dim() != 4 || pixels.sizes() != f.sizes())
-      throw std::invalid_argument("exact PredNet: the frame's shape does not fit the state");
-    const auto frame = pixels.to(torch::kInt32).contiguous();
-    const std::int64_t batch = f.size(0), channels = f.size(1), hw = f.size(2) * f.size(3);
-    // Layer 0: the frame and the forecast in Q15 (1.0 = 32768), errors saturated to 32767.
-    auto e0 = torch::empty({batch, 2 * channels, f.size(2), f.size(3)}, torch::kInt16);
-    {
-      const std::int32_t* px = frame.data_ptr<std::int32_t>();
-      const std::int32_t* fp = f.data_ptr<std::int32_t>();
-      std::int16_t* ep = e0.data_ptr<std::int16_t>();
-      const std::int64_t max = max_value;
-      parallel_planes(batch * channels, [&](std::int64_t plane) {
-        const std::int64_t b = plane / channels, ch = plane % channels;
-        std::int16_t* below = ep + (b * 2 * channels + ch) * hw;  // relu(prediction - target)
-        std::int16_t* above = below + channels * hw;              // relu(target - prediction)
-        for (std::int64_t n = 0; n < hw; ++n) {
-          const std::int64_t p = std::clamp<std::int64_t>(px[plane * hw + n], 0, max);
-          const std::int64_t target = ((p << 16) + max) / (2 * max);  // round_half_up(p * 2^15 / max)
-          const std::int64_t prediction = (std::int64_t(fp[plane * hw + n]) + (1 << (kForecastFrac - 16))) >>
-                                          (kForecastFrac - 15);
-          below[n] = exact::saturate16(std::max<std::int64_t>(prediction - target, 0));
-          above[n] = exact::saturate16(std::max<std::int64_t>(target - prediction, 0));
-        }
-      });
-    }
-    s.e[0] = e0;
-    for (int l = 1; l < options_.layers(); ++l) {
-      const Layer& layer = layers_[l];
-      // A_l = maxpool2(relu(a_l(E_{l-1}))), Ahat_l = relu(ahat_l(R_l)), in the layer's formats.
-      const auto pre = exact::conv2d(s.e[l - 1], layer.a);
-      const auto prediction = exact::conv2d(s.r[l], layer.ahat);
-      const std::int64_t ch = prediction.size(1), h = prediction.size(2), w = prediction.size(3);
-      auto e = torch::empty({batch, 2 * ch, h, w}, torch::kInt16);
-      const std::int32_t* ap = pre.data_ptr<std::int32_t>();
-      const std::int32_t* hp = prediction.data_ptr<std::int32_t>();
-      std::int16_t* ep = e.data_ptr<std::int16_t>();
-      parallel_planes(batch * ch, [&](std::int64_t plane) {
-        const std::int64_t b = plane / ch, j = plane % ch;
-        const std::int32_t* a = ap + plane * 4 * h * w;
-        std::int16_t* below = ep + (b * 2 * ch + j) * h * w;
-        std::int16_t* above = below + ch * h * w;
-        for (std::int64_t y = 0; y < h; ++y)
-          for (std::int64_t x = 0; x < w; ++x) {
-            const std::int32_t* q = a + (2 * y) * (2 * w) + 2 * x;
-            const std::int64_t target = std::max({q[0], q[1], q[2 * w], q[2 * w + 1], 0});
-            const std::int64_t guess = std::max(hp[plane * h * w + y * w + x], 0);
-            below[y * w + x] = exact::saturate16(std::max<std::int64_t>(guess - target, 0));
-            above[y * w + x] = exact::saturate16(std::max<std::int64_t>(target - guess, 0));
-          }
-      });
-      s.e[l] = e;
+    if (frames.size() != states.size()) throw std::invalid_argument("exact PredNet: one frame per state");
+    for (std::size_t i = 0; i < states.size(); ++i) {
+      ExactState& s = state_of(states[i]);
+      if (frames[i].size() != frame_size(s)) throw std::invalid_argument("exact PredNet: the frame's shape does not fit the state");
+      correct(s, frames[i], max_value);
     }
   }
 
@@ -551,7 +469,110 @@ class ExactEngine final : public PredNetEngine {
     std::vector<int> e_frac;  // fractional bits of each error channel (2 * a_channels)
   };
 
-  void check_size(std::int64_t height, std::int64_t width) const {
+  // R_l from [E_l, R_l, up(R_{l+1})], top-down; then the forecast min(relu(ahat0(R_0)), 1) in
+  // Q24 and its pixels round_half_up(q * max / 2^24).
+  void predict(ExactState& s, std::uint32_t max_value, std::span<std::int32_t> pixels) const {
+    const int layers = options_.layers();
+    const std::int64_t batch = s.samples;
+    std::vector<std::int16_t> input;
+    std::vector<std::int32_t> gates;
+    for (int l = layers - 1; l >= 0; --l) {
+      ExactState::Layer& state = s.layers[l];
+      const std::int64_t h = state.height, w = state.width, hw = h * w;
+      const std::int64_t ce = 2 * options_.a_channels[l], cr = options_.r(l), cu = l + 1 < layers ? options_.r(l + 1) : 0;
+      const std::int64_t cin = ce + cr + cu;
+      input.resize(std::size_t(batch * cin * hw));
+      const std::int16_t* up = cu > 0 ? s.layers[l + 1].r.data() : nullptr;
+      for (std::int64_t plane = 0; plane < batch * cin; ++plane) {
+        const std::int64_t b = plane / cin, ch = plane % cin;
+        std::int16_t* dst = input.data() + plane * hw;
+        if (ch < ce) {
+          std::memcpy(dst, state.e.data() + (b * ce + ch) * hw, sizeof(std::int16_t) * hw);
+        } else if (ch < ce + cr) {
+          std::memcpy(dst, state.r.data() + (b * cr + ch - ce) * hw, sizeof(std::int16_t) * hw);
+        } else {  // nearest-neighbour 2x upsampling of R_{l+1}
+          const std::int16_t* src = up + (b * cu + ch - ce - cr) * (hw / 4);
+          for (std::int64_t y = 0; y < h; ++y)
+            for (std::int64_t x = 0; x < w; ++x) dst[y * w + x] = src[(y / 2) * (w / 2) + x / 2];
+        }
+      }
+      gates.resize(std::size_t(batch * 4 * cr * hw));
+      exact::conv2d(input.data(), int(batch), int(h), int(w), layers_[l].lstm, gates.data(), kernel_);
+      // A sample's gates are [4][cr * hw] (i, f, o, g); R_l and c_l are updated in place (R_l's
+      // old values were copied into the input above).
+      const std::int64_t cells = cr * hw;
+      for (std::int64_t b = 0; b < batch; ++b)
+        exact::lstm_update(gates.data() + b * 4 * cells, cells, cells, state.c.data() + b * cells, state.r.data() + b * cells);
+    }
+    const ExactState::Layer& bottom = s.layers[0];
+    exact::conv2d(bottom.r.data(), int(batch), bottom.height, bottom.width, layers_[0].ahat, s.forecast.data(), kernel_);
+    for (std::size_t n = 0; n < s.forecast.size(); ++n) {
+      s.forecast[n] = std::clamp(s.forecast[n], 0, 1 << kForecastFrac);
+      pixels[n] = std::int32_t((std::int64_t(s.forecast[n]) * max_value + (1 << (kForecastFrac - 1))) >> kForecastFrac);
+    }
+  }
+
+  // E_0 from the frame and the forecast, then E_l = [relu(Ahat_l - A_l), relu(A_l - Ahat_l)] with
+  // A_l = maxpool2(relu(a_l(E_{l-1}))) and Ahat_l = relu(ahat_l(R_l)), bottom-up.
+  void correct(ExactState& s, std::span<const std::int32_t> frame, std::uint32_t max_value) const {
+    const std::int64_t batch = s.samples, channels = options_.a_channels[0];
+    const std::int64_t hw = std::int64_t(s.layers[0].height) * s.layers[0].width;
+    // Layer 0: the frame and the forecast in Q15 (1.0 = 32768), errors saturated to 32767.
+    {
+      const std::int64_t max = max_value;
+      std::int16_t* ep = s.layers[0].e.data();
+      for (std::int64_t plane = 0; plane < batch * channels; ++plane) {
+        const std::int64_t b = plane / channels, ch = plane % channels;
+        std::int16_t* below = ep + (b * 2 * channels + ch) * hw;  // relu(prediction - target)
+        std::int16_t* above = below + channels * hw;              // relu(target - prediction)
+        for (std::int64_t n = 0; n < hw; ++n) {
+          const std::int64_t p = std::clamp<std::int64_t>(frame[plane * hw + n], 0, max);
+          const std::int64_t target = ((p << 16) + max) / (2 * max);  // round_half_up(p * 2^15 / max)
+          const std::int64_t prediction = (std::int64_t(s.forecast[plane * hw + n]) + (1 << (kForecastFrac - 16))) >>
+                                          (kForecastFrac - 15);
+          below[n] = exact::saturate16(std::max<std::int64_t>(prediction - target, 0));
+          above[n] = exact::saturate16(std::max<std::int64_t>(target - prediction, 0));
+        }
+      }
+    }
+    std::vector<std::int32_t> pre, prediction;
+    for (int l = 1; l < options_.layers(); ++l) {
+      const Layer& layer = layers_[l];
+      const ExactState::Layer& lower = s.layers[l - 1];
+      ExactState::Layer& state = s.layers[l];
+      const std::int64_t ch = options_.a_channels[l], h = state.height, w = state.width;
+      pre.resize(std::size_t(batch * ch * 4 * h * w));
+      prediction.resize(std::size_t(batch * ch * h * w));
+      exact::conv2d(lower.e.data(), int(batch), lower.height, lower.width, layer.a, pre.data(), kernel_);
+      exact::conv2d(state.r.data(), int(batch), int(h), int(w), layer.ahat, prediction.data(), kernel_);
+      std::int16_t* ep = state.e.data();
+      for (std::int64_t plane = 0; plane < batch * ch; ++plane) {
+        const std::int64_t b = plane / ch, j = plane % ch;
+        const std::int32_t* a = pre.data() + plane * 4 * h * w;
+        const std::int32_t* guess_plane = prediction.data() + plane * h * w;
+        std::int16_t* below = ep + (b * 2 * ch + j) * h * w;
+        std::int16_t* above = below + ch * h * w;
+        for (std::int64_t y = 0; y < h; ++y)
+          for (std::int64_t x = 0; x < w; ++x) {
+            const std::int32_t* q = a + (2 * y) * (2 * w) + 2 * x;
+            const std::int64_t target = std::max({q[0], q[1], q[2 * w], q[2 * w + 1], 0});
+            const std::int64_t guess = std::max(guess_plane[y * w + x], 0);
+            below[y * w + x] = exact::saturate16(std::max<std::int64_t>(guess - target, 0));
+            above[y * w + x] = exact::saturate16(std::max<std::int64_t>(target - guess, 0));
+          }
+      }
+    }
+  }
+
+  static const WeightTensor* find(const std::vector<WeightTensor>& weights, const std::string& name) {
+    for (const auto& w : weights)
+      if (w.name == name) return &w;
+    throw ModelError("exact PredNet: no tensor '" + name + "'");  // check_weights ran: cannot happen
+  }
+  std::size_t frame_size(const ExactState& s) const {
+    return std::size_t(s.samples) * options_.a_channels[0] * s.layers[0].height * s.layers[0].width;
+  }
+  void check_size(int height, int width) const {
     const int m = options_.padding_multiple();
     if (height <= 0 || width <= 0 || height % m != 0 || width % m != 0)
       throw std::invalid_argument("exact PredNet: frame size " + std::to_string(height) + "x" + std::to_string(width) +
@@ -560,20 +581,23 @@ class ExactEngine final : public PredNetEngine {
   static void check_max(std::uint32_t max_value) {
     if (max_value < 1 || max_value > 65535) throw std::invalid_argument("exact PredNet: max_value must be 1..65535");
   }
-  void check_state(const PredNetState& s) const {
-    const auto layers = std::size_t(options_.layers());
-    if (s.r.size() != layers || s.c.size() != layers || s.e.size() != layers || !s.forecast.defined() ||
-        s.r[0].scalar_type() != torch::kInt16 || s.c[0].scalar_type() != torch::kInt32 ||
-        s.forecast.scalar_type() != torch::kInt32)
-      throw std::invalid_argument("exact PredNet: the state was not made by the exact engine");
+  ExactState& state_of(PredNetEngineState* state) const {
+    auto* s = dynamic_cast<ExactState*>(state);
+    if (s == nullptr || s->layers.size() != std::size_t(options_.layers()))
+      throw std::invalid_argument("exact PredNet: the state was not made by this engine");
+    return *s;
   }
 
   PredNetOptions options_;
+  exact::Kernel kernel_;
   std::vector<Layer> layers_;
 };
 
 }  // namespace
 
-std::unique_ptr<PredNetEngine> make_exact_engine(PredNet net) { return std::make_unique<ExactEngine>(std::move(net)); }
+std::unique_ptr<PredNetEngine> make_exact_engine(const PredNetOptions& options, const std::vector<WeightTensor>& weights,
+                                                 exact::Kernel kernel) {
+  return std::make_unique<ExactEngine>(options, weights, kernel);
+}
 
 }  // namespace tezip

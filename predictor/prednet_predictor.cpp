@@ -1,50 +1,59 @@
-#include "predictor/learned_predictor.hpp"
-
-#include <ATen/Version.h>
-#include <unistd.h>
-
-#include <cstdlib>
+// The PredNet predictor (learned_predictor.hpp), in the core: GOP states, padding, batching, the
+// archive's identity and fingerprint, over an engine: the exact one here (predictor/prednet_exact.hpp),
+// the float32 one from the learned module (libtorch). Decoding an exact archive needs no libtorch.
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
 
-#include "predictor/learned/engine.hpp"
-#include "predictor/learned/module_api.hpp"
+#include "predictor/learned/module_table.hpp"
+#include "predictor/learned_predictor.hpp"
 #include "predictor/model_file.hpp"
+#include "predictor/prednet_engine.hpp"
+#include "predictor/prednet_exact.hpp"
 
 namespace tezip {
 namespace {
 
-// One GOP's network state. A gray model runs each channel of a colour frame as its own sequence,
-// so `state` holds `samples` sequences (channels) of `channels` planes each.
-// The shape the network sees for frames of `shape`: padded to the pooling multiple.
+// The shape the network sees for frames of `shape`: padded to the pooling multiple. A gray model
+// runs each channel of a colour frame as its own sequence (sample).
 struct NetShape {
   std::int64_t samples, channels, height, width;
+  std::size_t size() const { return std::size_t(samples * channels * height * width); }
 };
 
+// One GOP's network state.
 struct PredNetGop final : GopState {
   FrameShape shape;
   NetShape net;
-  PredNetState state;
-  torch::Tensor forecast;  // int32 [samples, channels, H, W], padded: the last forecast
-  bool predicted = false;  // predict() ran for the step that observe() will complete
+  std::unique_ptr<PredNetEngineState> state;
+  std::vector<std::int32_t> forecast;  // [samples][channels][H][W], padded: the last forecast
+  bool predicted = false;              // predict() ran for the step that observe() will complete
   std::size_t observed = 0;
 };
 
+std::unique_ptr<PredNetEngine> make_engine(const ModelFile& model, const std::string& name, const std::string& arithmetic) {
+  if (arithmetic == "exact") return make_exact_engine(model.options, prednet_weights(model, name));
+  if (arithmetic == "float32" || arithmetic == "float")
+    return learned_module("PredNet with --arithmetic float32").make_float_engine(model, name);
+  throw std::invalid_argument("unknown arithmetic '" + arithmetic + "' (exact or float32)");
+}
+
 class PredNetPredictor final : public Predictor {
  public:
-  PredNetPredictor(const ModelFile& model, const std::string& model_name, const LearnedPredictorOptions& options)
-      : options_(options), model_name_(model_name), weights_sha256_(model.weights_sha256) {
+  // `model_name` is what the identity records, `path` the file (for messages); `weights_sha256` is
+  // the identity's too (an archive's may be the model's version-1 alias).
+  PredNetPredictor(const ModelFile& model, const std::string& model_name, const std::filesystem::path& path,
+                   const LearnedPredictorOptions& options, const std::string& weights_sha256)
+      : options_(options), model_name_(model_name), weights_sha256_(weights_sha256) {
     if (options_.warmup < 1) throw std::invalid_argument("--warmup must be at least 1");
     if (options_.batch < 1) options_.batch = 1;
-    check_cpu_capability();
-    PredNet net = load_prednet(model, model_name);
-    if (options_.arithmetic == "exact")
-      engine_ = make_exact_engine(net);
-    else if (options_.arithmetic == "float32" || options_.arithmetic == "float")
-      engine_ = make_float_engine(net), options_.arithmetic = "float32";
-    else
-      throw std::invalid_argument("unknown arithmetic '" + options_.arithmetic + "' (exact or float32)");
-    arithmetic_ = describe_arithmetic();
+    engine_ = make_engine(model, path.string(), options_.arithmetic);
+    options_.arithmetic = engine_->arithmetic();
+    arithmetic_ = engine_->arithmetic_description();
     fingerprint_ = compute_fingerprint();
   }
 
@@ -70,7 +79,8 @@ class PredNetPredictor final : public Predictor {
     auto gop = std::make_unique<PredNetGop>();
     gop->shape = shape;
     gop->net = net_shape(shape);
-    gop->state = engine_->initial_state(gop->net.samples, gop->net.height, gop->net.width);
+    gop->state = engine_->initial_state(int(gop->net.samples), int(gop->net.height), int(gop->net.width));
+    gop->forecast.assign(gop->net.size(), 0);
     GopState* gops[] = {gop.get()};
     std::span<const std::uint16_t> frames[] = {key_frame};
     observe(gops, frames);
@@ -81,30 +91,33 @@ class PredNetPredictor final : public Predictor {
     predict(gops);
     for (std::size_t g = 0; g < gops.size(); ++g) {
       const auto* gop = static_cast<const PredNetGop*>(gops[g]);
-      unpad(gop->forecast, gop->shape, forecasts[g]);
+      unpad(gop->forecast, gop->shape, gop->net, forecasts[g]);
     }
   }
 
   void observe(std::span<GopState* const> gops, std::span<const std::span<const std::uint16_t>> frames) const override {
     if (gops.empty()) return;
     predict(gops);
-    std::vector<PredNetGop*> all;
-    std::vector<torch::Tensor> inputs;
+    std::vector<PredNetEngineState*> states;
+    std::vector<std::vector<std::int32_t>> padded;
+    std::vector<std::span<const std::int32_t>> inputs;
+    padded.reserve(gops.size());
     for (std::size_t g = 0; g < gops.size(); ++g) {
       auto* gop = static_cast<PredNetGop*>(gops[g]);
-      all.push_back(gop);
+      states.push_back(gop->state.get());
       // Open loop: past the warm-up, the network sees its own forecast, not the frame.
-      if (options_.open_loop && gop->observed >= options_.warmup)
-        inputs.push_back(gop->forecast);
-      else
-        inputs.push_back(pad(frames[g], gop->shape, gop->net));
+      if (options_.open_loop && gop->observed >= options_.warmup) {
+        inputs.emplace_back(gop->forecast);
+      } else {
+        padded.push_back(pad(frames[g], gop->shape, gop->net));
+        inputs.emplace_back(padded.back());
+      }
     }
-    PredNetState batch = concatenate(all);
-    engine_->correct(batch, torch::cat(inputs, 0), all.front()->shape.max_value);
-    split(batch, all);
-    for (auto* g : all) {
-      g->predicted = false;
-      ++g->observed;
+    engine_->correct(states, inputs, static_cast<PredNetGop*>(gops[0])->shape.max_value);
+    for (auto* g : gops) {
+      auto* gop = static_cast<PredNetGop*>(g);
+      gop->predicted = false;
+      ++gop->observed;
     }
   }
 
@@ -125,66 +138,22 @@ class PredNetPredictor final : public Predictor {
     for (auto* g : gops)
       if (!static_cast<PredNetGop*>(g)->predicted) todo.push_back(static_cast<PredNetGop*>(g));
     if (todo.empty()) return;
-    PredNetState batch = concatenate(todo);
-    const torch::Tensor forecast = engine_->predict(batch, todo.front()->shape.max_value);
-    split(batch, todo);
-    std::int64_t at = 0;
+    std::vector<PredNetEngineState*> states;
+    std::vector<std::span<std::int32_t>> forecasts;
     for (auto* g : todo) {
-      const std::int64_t n = g->state.r.front().size(0);
-      g->forecast = forecast.narrow(0, at, n);
-      g->predicted = true;
-      at += n;
+      states.push_back(g->state.get());
+      forecasts.emplace_back(g->forecast);
     }
+    engine_->predict(states, todo.front()->shape.max_value, forecasts);
+    for (auto* g : todo) g->predicted = true;
   }
 
-  static PredNetState concatenate(const std::vector<PredNetGop*>& gops) {
-    if (gops.size() == 1) return gops.front()->state;
-    PredNetState s;
-    const std::size_t layers = gops.front()->state.r.size();
-    auto cat = [&](auto member, std::size_t l) {
-      std::vector<torch::Tensor> parts;
-      for (auto* g : gops) parts.push_back((g->state.*member)[l]);
-      return torch::cat(parts, 0);
-    };
-    for (std::size_t l = 0; l < layers; ++l) {
-      s.r.push_back(cat(&PredNetState::r, l));
-      s.c.push_back(cat(&PredNetState::c, l));
-      s.e.push_back(cat(&PredNetState::e, l));
-    }
-    if (gops.front()->state.forecast.defined()) {
-      std::vector<torch::Tensor> parts;
-      for (auto* g : gops) parts.push_back(g->state.forecast);
-      s.forecast = torch::cat(parts, 0);
-    }
-    return s;
-  }
-
-  static void split(const PredNetState& batch, const std::vector<PredNetGop*>& gops) {
-    if (gops.size() == 1) {
-      gops.front()->state = batch;
-      return;
-    }
-    std::int64_t at = 0;
-    for (auto* g : gops) {
-      const std::int64_t n = g->state.r.front().size(0);
-      for (std::size_t l = 0; l < batch.r.size(); ++l) {
-        g->state.r[l] = batch.r[l].narrow(0, at, n);
-        g->state.c[l] = batch.c[l].narrow(0, at, n);
-        g->state.e[l] = batch.e[l].narrow(0, at, n);
-      }
-      if (batch.forecast.defined()) g->state.forecast = batch.forecast.narrow(0, at, n);
-      at += n;
-    }
-  }
-
-  // Planar pixels -> int32 [samples, channels, H, W], edge-replicated to the padded size.
-  static torch::Tensor pad(std::span<const std::uint16_t> pixels, const FrameShape& shape, const NetShape& net) {
-    auto out = torch::empty({net.samples, net.channels, net.height, net.width}, torch::kInt32);
-    std::int32_t* dst = out.data_ptr<std::int32_t>();
-    const std::size_t planes = shape.channels;
-    for (std::size_t p = 0; p < planes; ++p) {
+  // Planar pixels -> int32 [samples][channels][H][W], edge-replicated to the padded size.
+  static std::vector<std::int32_t> pad(std::span<const std::uint16_t> pixels, const FrameShape& shape, const NetShape& net) {
+    std::vector<std::int32_t> out(net.size());
+    for (std::size_t p = 0; p < shape.channels; ++p) {
       const std::uint16_t* src = pixels.data() + p * shape.width * shape.height;
-      std::int32_t* plane = dst + p * net.height * net.width;
+      std::int32_t* plane = out.data() + p * net.height * net.width;
       for (std::int64_t y = 0; y < net.height; ++y) {
         const std::uint16_t* row = src + std::min<std::int64_t>(y, shape.height - 1) * shape.width;
         std::int32_t* o = plane + y * net.width;
@@ -194,43 +163,14 @@ class PredNetPredictor final : public Predictor {
     return out;
   }
 
-  static void unpad(const torch::Tensor& forecast, const FrameShape& shape, std::span<std::uint16_t> out) {
-    const auto f = forecast.contiguous();
-    const std::int32_t* src = f.data_ptr<std::int32_t>();
-    const std::int64_t height = f.size(2), width = f.size(3);
+  static void unpad(const std::vector<std::int32_t>& forecast, const FrameShape& shape, const NetShape& net,
+                    std::span<std::uint16_t> out) {
     for (std::size_t p = 0; p < shape.channels; ++p)
       for (std::uint32_t y = 0; y < shape.height; ++y) {
-        const std::int32_t* row = src + (p * height + y) * width;
+        const std::int32_t* row = forecast.data() + (p * net.height + y) * net.width;
         std::uint16_t* o = out.data() + (p * shape.height + y) * shape.width;
         for (std::uint32_t x = 0; x < shape.width; ++x) o[x] = std::uint16_t(row[x]);
       }
-  }
-
-  // libtorch 1.13 trusts ATEN_CPU_CAPABILITY and dies of SIGILL when it names a vector ISA the CPU
-  // lacks (measured: avx512 on an AVX2 machine). Refuse with a message instead.
-  static void check_cpu_capability() {
-    const char* requested = std::getenv("ATEN_CPU_CAPABILITY");
-    if (!requested) return;
-    const std::string value = requested;
-    const bool ok = value == "avx512" ? __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
-                    : value == "avx2" ? bool(__builtin_cpu_supports("avx2")) && bool(__builtin_cpu_supports("fma"))
-                                      : true;
-    if (!ok)
-      throw std::invalid_argument("ATEN_CPU_CAPABILITY=" + value + " names instructions this CPU does not have; libtorch would crash");
-  }
-
-  std::string describe_arithmetic() const {
-    if (options_.arithmetic == "exact") return "exact";
-    std::string capability = "unknown";
-    std::istringstream config(at::show_config());
-    for (std::string line; std::getline(config, line);)
-      if (auto at = line.find("CPU capability usage: "); at != std::string::npos) capability = line.substr(at + 22);
-    std::string text = "float32; libtorch " + std::string(TORCH_VERSION) + "; CPU capability " + capability +
-                       "; oneDNN " + (at::globalContext().userEnabledMkldnn() ? "on" : "off");
-    for (const char* variable : {"ATEN_CPU_CAPABILITY", "DNNL_MAX_CPU_ISA"})
-      if (const char* value = std::getenv(variable)) text += std::string("; ") + variable + "=" + value;
-    return text;
   }
 
   // SHA-256 of the forecasts on a fixed probe: two GOPs of five 160x120 frames with moving
@@ -290,12 +230,10 @@ std::vector<std::filesystem::path> model_files_in(const std::filesystem::path& e
 
 }  // namespace
 
-namespace learned {
-
 std::unique_ptr<Predictor> make_prednet_predictor(const LearnedPredictorOptions& options) {
   const auto path = options.model.empty() ? default_model_path() : options.model;
   const ModelFile model = load_model_file(path);
-  return std::make_unique<PredNetPredictor>(model, path.filename().string(), options);
+  return std::make_unique<PredNetPredictor>(model, path.filename().string(), path, options, model.weights_sha256);
 }
 
 std::unique_ptr<Predictor> prednet_predictor_for(const PredictorIdentity& identity, const std::filesystem::path& model_path) {
@@ -317,7 +255,7 @@ std::unique_ptr<Predictor> prednet_predictor_for(const PredictorIdentity& identi
     for (const auto& file : model_files_in(entry)) {
       try {
         ModelFile m = load_model_file(file);
-        if (m.weights_sha256 == identity.weights_sha256) {
+        if (m.has_weights(identity.weights_sha256)) {
           model = std::move(m);
           found = file;
           break;
@@ -334,7 +272,7 @@ std::unique_ptr<Predictor> prednet_predictor_for(const PredictorIdentity& identi
                      (model_path.empty() ? "which is not in the model search path ($TEZIP_MODEL_PATH, then " + std::string(TEZIP_MODELS_DIR) + ")"
                                          : "and " + model_path.string() + " is a different model") +
                      "; give the right model with --model FILE");
-  auto predictor = std::make_unique<PredNetPredictor>(*model, name, options);
+  auto predictor = std::make_unique<PredNetPredictor>(*model, name, found, options, identity.weights_sha256);
   const auto mine = predictor->identity();
   // The probe does not exercise every kernel (measured: ATEN_CPU_CAPABILITY=default passes the probe
   // yet changes whole frames), so float32 also needs the same libtorch, CPU capability and oneDNN
@@ -355,5 +293,4 @@ std::unique_ptr<Predictor> prednet_predictor_for(const PredictorIdentity& identi
   return predictor;
 }
 
-}  // namespace learned
 }  // namespace tezip
