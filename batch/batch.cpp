@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
@@ -14,6 +15,36 @@
 #include "io/temporary_files.hpp"
 
 namespace tezip {
+
+namespace {
+
+// An unsigned number from the environment (SLURM_ARRAY_TASK_ID ...), or nullopt when unset.
+std::optional<unsigned> env_number(const char* name) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return std::nullopt;
+  char* end = nullptr;
+  const unsigned long v = std::strtoul(text, &end, 10);
+  if (*end != '\0' || v > 1u << 30) throw std::invalid_argument(std::string(name) + "='" + text + "' is not a task number");
+  return unsigned(v);
+}
+
+}  // namespace
+
+WorkerPlace worker_place(std::optional<unsigned> task_id, std::optional<unsigned> num_tasks, int mpi_rank, int mpi_size) {
+  const bool given = task_id.has_value();
+  std::optional<unsigned> task = given ? task_id : env_number("SLURM_ARRAY_TASK_ID");
+  const std::optional<unsigned> tasks = num_tasks ? num_tasks : env_number("SLURM_ARRAY_TASK_COUNT");
+  if (!given && task) {
+    const unsigned first = env_number("SLURM_ARRAY_TASK_MIN").value_or(0);
+    if (*task < first) throw std::invalid_argument("SLURM_ARRAY_TASK_ID is below SLURM_ARRAY_TASK_MIN");
+    *task -= first;
+  }
+  if (task.has_value() != tasks.has_value()) throw std::invalid_argument("--task-id and --num-tasks go together");
+  if (tasks && (*tasks == 0 || *task >= *tasks))
+    throw std::invalid_argument("--task-id must be below --num-tasks (a Slurm array must be contiguous: --array=0-N)");
+  const unsigned size = unsigned(std::max(1, mpi_size));
+  return {task.value_or(0) * size + unsigned(mpi_rank), tasks.value_or(1) * size};
+}
 namespace {
 
 namespace fs = std::filesystem;

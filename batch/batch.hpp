@@ -49,6 +49,16 @@ inline constexpr std::uint64_t kDefaultShardSize = std::uint64_t(1) << 30;  // r
 // split: a shard holding one sequence larger than shard_size is that large.
 BatchPlan plan_batch(std::vector<SequenceSize> sequences, std::uint64_t shard_size, unsigned workers);
 
+// This process's place among a batch job's workers: every MPI rank of every Slurm array task is
+// one worker. The array task comes from `task_id`/`num_tasks` when given, else from
+// $SLURM_ARRAY_TASK_ID and $SLURM_ARRAY_TASK_COUNT (numbered from $SLURM_ARRAY_TASK_MIN, as
+// --array=1-16 does); without either, one task. Throws std::invalid_argument, with a message for
+// the user, on values that do not fit together.
+struct WorkerPlace {
+  unsigned worker = 0, workers = 1;
+};
+WorkerPlace worker_place(std::optional<unsigned> task_id, std::optional<unsigned> num_tasks, int mpi_rank, int mpi_size);
+
 struct BatchOptions {
   CompressOptions compress;  // progress is not used: a batch job logs one line per shard
   std::uint64_t shard_size = kDefaultShardSize;

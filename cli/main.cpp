@@ -266,16 +266,6 @@ int run_compress(int argc, char** argv) {
   return kOk;
 }
 
-// An unsigned number from the environment (SLURM_ARRAY_TASK_ID ...), or nullopt when unset.
-std::optional<unsigned> env_number(const char* name) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return std::nullopt;
-  char* end = nullptr;
-  const unsigned long v = std::strtoul(text, &end, 10);
-  if (*end != '\0' || v > 1u << 30) throw UsageError(std::string(name) + "='" + text + "' is not a task number");
-  return unsigned(v);
-}
-
 void print_summary(const BatchSummary& summary, const std::filesystem::path& index) {
   std::printf("tezip batch: %s: %zu shards, %s -> %s, ratio %.3f\n", index.string().c_str(), summary.shards.size(),
               human_bytes(double(summary.raw_bytes)).c_str(), human_bytes(double(summary.archive_bytes)).c_str(),
@@ -316,22 +306,16 @@ int run_batch(int argc, char** argv) {
   batch.compress = coding_options(args);
   batch.shard_size = args["shard-size"].as<std::uint64_t>();
   if (batch.shard_size == 0) throw UsageError("--shard-size must be at least 1");
-  std::optional<unsigned> task = args.count("task-id") ? args["task-id"].as<unsigned>() : env_number("SLURM_ARRAY_TASK_ID");
-  std::optional<unsigned> tasks = args.count("num-tasks") ? args["num-tasks"].as<unsigned>() : env_number("SLURM_ARRAY_TASK_COUNT");
-  // Slurm numbers array tasks from --array's first index (--array=1-16 is common).
-  if (!args.count("task-id") && task) {
-    const unsigned first = env_number("SLURM_ARRAY_TASK_MIN").value_or(0);
-    if (*task < first) throw UsageError("SLURM_ARRAY_TASK_ID is below SLURM_ARRAY_TASK_MIN");
-    *task -= first;
-  }
-  if (task.has_value() != tasks.has_value()) throw UsageError("--task-id and --num-tasks go together");
-  if (tasks && (*tasks == 0 || *task >= *tasks))
-    throw UsageError("--task-id must be below --num-tasks (a Slurm array must be contiguous: --array=0-N)");
-
   const MpiContext mpi;
-  // Every rank of every array task is one worker.
-  const unsigned workers = tasks.value_or(1) * unsigned(mpi.size());
-  const unsigned worker = task.value_or(0) * unsigned(mpi.size()) + unsigned(mpi.rank());
+  WorkerPlace place;
+  try {
+    place = worker_place(args.count("task-id") ? std::optional(args["task-id"].as<unsigned>()) : std::nullopt,
+                         args.count("num-tasks") ? std::optional(args["num-tasks"].as<unsigned>()) : std::nullopt,
+                         mpi.rank(), mpi.size());
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  const unsigned workers = place.workers, worker = place.worker;
   batch.workers = workers;
   if (batch.compress.threads == 0)  // the ranks on a node share its cores
     batch.compress.threads = std::max(1u, resolve_threads(0) / unsigned(std::max(1, mpi.local_size())));
@@ -381,7 +365,7 @@ int run_batch(int argc, char** argv) {
     return status;
   }
   if (!quiet)
-    print_summary(summarize(job->plan(), *index, mpi.active() && tasks.value_or(1) == 1 ? std::span<const double>(seconds)
+    print_summary(summarize(job->plan(), *index, mpi.active() && workers == unsigned(std::max(1, mpi.size())) ? std::span<const double>(seconds)
                                                                                           : std::span<const double>()),
                   job->index_path());
   return status;

@@ -415,3 +415,25 @@ TEST_CASE("batch under mpirun -np 2 equals array tasks run one after another", "
   CHECK(read_text(mpi / "index.json") == before);
 }
 #endif
+
+TEST_CASE("worker_place: every MPI rank of every array task is one worker", "[batch]") {
+  for (const char* v : {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN"}) ::unsetenv(v);
+  CHECK(worker_place(std::nullopt, std::nullopt, 0, 1).workers == 1);
+  const auto p = worker_place(2u, 4u, 1, 3);  // task 2 of 4, rank 1 of 3
+  CHECK(p.worker == 7);
+  CHECK(p.workers == 12);
+  CHECK_THROWS_AS(worker_place(4u, 4u, 0, 1), std::invalid_argument);
+  CHECK_THROWS_AS(worker_place(1u, std::nullopt, 0, 1), std::invalid_argument);
+  // Slurm's variables, numbered from --array's first index.
+  ::setenv("SLURM_ARRAY_TASK_ID", "5", 1);
+  ::setenv("SLURM_ARRAY_TASK_COUNT", "4", 1);
+  ::setenv("SLURM_ARRAY_TASK_MIN", "3", 1);
+  const auto s = worker_place(std::nullopt, std::nullopt, 0, 1);
+  CHECK(s.worker == 2);
+  CHECK(s.workers == 4);
+  ::setenv("SLURM_ARRAY_TASK_ID", "x", 1);
+  CHECK_THROWS_AS(worker_place(std::nullopt, std::nullopt, 0, 1), std::invalid_argument);
+  // Explicit options win over the environment.
+  CHECK(worker_place(0u, 2u, 0, 1).worker == 0);
+  for (const char* v : {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN"}) ::unsetenv(v);
+}
