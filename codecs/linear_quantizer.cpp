@@ -10,11 +10,12 @@
 namespace tezip::codecs {
 namespace {
 
+// LOCO-I's median edge detector: min(a, b) if c >= max(a, b), max(a, b) if c <= min(a, b), else
+// a + b - c; that is a + b - c clamped to [min, max], without branches (on noisy planes the
+// branches mispredicted: the serial intra reconstruction spent a third of decoding Moving MNIST).
 inline std::uint32_t med(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
-  const std::uint32_t lo = std::min(a, b), hi = std::max(a, b);
-  if (c >= hi) return lo;
-  if (c <= lo) return hi;
-  return a + b - c;
+  const std::int32_t lo = std::int32_t(std::min(a, b)), hi = std::int32_t(std::max(a, b));
+  return std::uint32_t(std::clamp(std::int32_t(a) + std::int32_t(b) - std::int32_t(c), lo, hi));
 }
 
 // Forecast of pixel i of a plane from reconstructed neighbours (left a, up b, up-left c).
@@ -48,6 +49,26 @@ struct UniformBins {
     return r >= 0 ? q : -q;
   }
 };
+
+// The intra reconstruction of a plane, row by row with the neighbours in registers: out[i] =
+// rec(intra_forecast(out, i), symbols[i]), in scan order.
+template <class Rec>
+void intra_rows(const std::int32_t* symbols, std::size_t width, std::size_t height, std::uint16_t* out, Rec rec) {
+  if (height == 0) return;
+  std::uint32_t left = 0;
+  for (std::size_t x = 0; x < width; ++x) left = out[x] = rec(left, symbols[x]);
+  for (std::size_t y = 1; y < height; ++y) {
+    const std::uint16_t* up = out + (y - 1) * width;
+    std::uint16_t* row = out + y * width;
+    const std::int32_t* q = symbols + y * width;
+    std::uint32_t a = row[0] = rec(up[0], q[0]), c = up[0];
+    for (std::size_t x = 1; x < width; ++x) {
+      const std::uint32_t b = up[x];
+      a = row[x] = rec(med(a, b, c), q[x]);
+      c = b;
+    }
+  }
+}
 
 void check_sizes(std::size_t a, std::size_t b, std::size_t c) {
   if (a != b || a != c) throw CodecError("plane buffers differ in size");
@@ -189,8 +210,27 @@ void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t w
                             std::span<std::uint16_t> recon, LiteralCursor& literals) {
   check_sizes(symbols.size(), recon.size(), recon.size());
   if (width == 0 || symbols.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
-  const LinearQuantizer quantizer(bound);
   const bool lossless = bound.tolerance == 0 && bound.pointwise_rel <= 0;
+  if (lossless) {
+    // y = f + q; a value below 0 wraps to a huge unsigned one, so one compare finds both ends.
+    const std::uint32_t max_value = bound.max_value;
+    std::uint32_t out_of_range = 0;
+    intra_rows(symbols.data(), width, symbols.size() / width, recon.data(), [&](std::uint32_t f, std::int32_t q) {
+      const std::uint32_t y = f + std::uint32_t(q);
+      out_of_range |= std::uint32_t(y > max_value);
+      return std::uint16_t(y);
+    });
+    if (out_of_range) throw CodecError("lossless residual leaves the pixel range");
+    return;
+  }
+  if (bound.pointwise_rel <= 0) {  // a uniform tolerance: one bin width, no escapes
+    const std::int64_t w = 2 * std::int64_t(bound.tolerance) + 1, max_value = bound.max_value;
+    intra_rows(symbols.data(), width, symbols.size() / width, recon.data(), [&](std::uint32_t f, std::int32_t q) {
+      return std::uint16_t(std::clamp<std::int64_t>(std::int64_t(f) + std::int64_t(q) * w, 0, max_value));
+    });
+    return;
+  }
+  const LinearQuantizer quantizer(bound);
   for (std::size_t i = 0, x = 0; i < symbols.size(); ++i, x = (x + 1 == width ? 0 : x + 1)) {
     const std::uint32_t f = intra_forecast(recon, i, x, width);
     if (lossless) {
