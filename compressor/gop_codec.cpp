@@ -147,6 +147,7 @@ void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span
   std::vector<GopState*> active;
   std::vector<std::size_t> active_index;
   std::vector<std::vector<std::uint16_t>> forecasts;
+  const bool previous_frame = predictor.forecasts_previous_frame();
   for (std::size_t t = 1; t < longest; ++t) {
     active.clear();
     active_index.clear();
@@ -156,7 +157,7 @@ void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span
         active_index.push_back(g);
       }
     const bool intra = frame_is_intra(predictor, t);
-    if (!intra) {
+    if (!intra && !previous_frame) {
       forecasts.resize(active.size());
       std::vector<std::span<std::uint16_t>> views;
       for (auto& f : forecasts) {
@@ -168,14 +169,16 @@ void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span
     std::vector<std::span<const std::uint16_t>> observed;
     for (std::size_t a = 0; a < active.size(); ++a) {
       const std::size_t g = active_index[a];
+      const std::span<const std::uint16_t> whole =
+          intra ? std::span<const std::uint16_t>() : previous_frame ? reconstruction(g, t - 1) : std::span<const std::uint16_t>(forecasts[a]);
       for (std::uint32_t c = 0; c < shape.channels; ++c) {
         std::span<const std::uint16_t> forecast;
-        if (!intra) forecast = std::span<const std::uint16_t>(forecasts[a].data() + c * plane_size, plane_size);
+        if (!intra) forecast = whole.subspan(c * plane_size, plane_size);
         code_plane(g, t, c, forecast);
       }
       observed.emplace_back(reconstruction(g, t));
     }
-    predictor.observe(active, observed);
+    if (!previous_frame) predictor.observe(active, observed);
   }
 }
 

@@ -18,6 +18,7 @@ PredictorIdentity named(const char* kind) {
 class PreviousFramePredictor final : public HistoryPredictor {
  public:
   PredictorIdentity identity() const override { return named("previous"); }
+  bool forecasts_previous_frame() const override { return true; }
   void forecast(std::span<GopState* const> gops, std::span<const std::span<std::uint16_t>> forecasts) const override {
     for (std::size_t i = 0; i < gops.size(); ++i) {
       const auto& state = static_cast<const FrameHistory&>(*gops[i]);

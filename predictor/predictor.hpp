@@ -49,6 +49,10 @@ class Predictor {
   // Whether the encoder may replace this forecast, block by block, by the previous frame or the mean
   // of both where they are closer (codecs/forecast_blocks.hpp): a learned forecast's fallback.
   virtual bool block_fallback() const { return false; }
+  // Whether the forecast of frame t is exactly the reconstruction of frame t - 1 (`previous`): the
+  // GOP codec then uses that frame in place and calls neither forecast nor observe, saving two
+  // copies of every frame.
+  virtual bool forecasts_previous_frame() const { return false; }
   // How many GOPs the encoder should hand to one forecast call (a network runs them as one batch).
   virtual std::size_t preferred_batch() const { return 1; }
   // A new GOP whose key frame (reconstructed) is `key_frame`.
