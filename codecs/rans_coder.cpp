@@ -245,11 +245,7 @@ std::vector<std::uint8_t> encode_rans(std::span<const std::uint32_t> ranks, std:
   const Layout layout(n, row_width);
   const std::uint32_t token_count = scheme.token_count(std::max<std::uint64_t>(alphabet_size, 1));
 
-  std::vector<std::uint8_t> tokens(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (ranks[i] >= alphabet_size) throw std::invalid_argument("encode_rans: rank outside the alphabet");
-    tokens[i] = static_cast<std::uint8_t>(scheme.token_of(ranks[i]));
-  }
+  const std::vector<std::uint8_t> tokens = tokens_of(ranks, alphabet_size, "encode_rans");
 
   const ClassTable classes = class_table(kDefaultThresholds);
   const std::size_t context_count = kDefaultThresholds.size() + 1;

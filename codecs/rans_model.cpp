@@ -1,6 +1,8 @@
 #include "codecs/rans_model.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "codecs/codec_error.hpp"
 #include "codecs/rank_remap.hpp"
@@ -30,6 +32,16 @@ void TokenScheme::describe(std::uint32_t token, std::uint32_t& base, std::uint8_
   const std::uint32_t msb = u & ((std::uint32_t{1} << msb_bits) - 1);
   extra_bits = static_cast<std::uint8_t>(n - msb_bits);
   base = ((std::uint32_t{1} << msb_bits) | msb) << extra_bits;
+}
+
+std::vector<std::uint8_t> tokens_of(std::span<const std::uint32_t> ranks, std::uint64_t alphabet_size, const char* who) {
+  const TokenScheme scheme;
+  std::vector<std::uint8_t> tokens(ranks.size());
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] >= alphabet_size) throw std::invalid_argument(std::string(who) + ": rank outside the alphabet");
+    tokens[i] = static_cast<std::uint8_t>(scheme.token_of(ranks[i]));
+  }
+  return tokens;
 }
 
 ClassTable class_table(std::span<const std::uint32_t> thresholds) {

@@ -46,6 +46,10 @@ struct TokenScheme {
   void describe(std::uint32_t token, std::uint32_t& base, std::uint8_t& extra_bits) const;
 };
 
+// The token of every rank under the default scheme; throws std::invalid_argument("<who>: rank
+// outside the alphabet") for a rank >= alphabet_size.
+std::vector<std::uint8_t> tokens_of(std::span<const std::uint32_t> ranks, std::uint64_t alphabet_size, const char* who);
+
 // Where each context starts on the activity scale: about half-octave steps of the neighbours' mean
 // token, fine at the low end where most residuals are.
 inline constexpr std::array<std::uint32_t, 15> kDefaultThresholds = {1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80, 112, 160, 224};

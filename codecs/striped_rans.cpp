@@ -308,11 +308,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   if (segment_rows == 0 || segment_rows > rows) segment_rows = std::max<std::size_t>(rows, 1);
   const std::uint32_t token_count = scheme.token_count(std::max<std::uint64_t>(alphabet_size, 1));
 
-  std::vector<std::uint8_t> tokens(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (ranks[i] >= alphabet_size) throw std::invalid_argument("encode_striped_rans: rank outside the alphabet");
-    tokens[i] = static_cast<std::uint8_t>(scheme.token_of(ranks[i]));
-  }
+  const std::vector<std::uint8_t> tokens = tokens_of(ranks, alphabet_size, "encode_striped_rans");
   const ClassTable classes = class_table(kHalfOctaveThresholds);
   std::size_t lanes = striped_rans_lanes(segment_rows, width);
   auto for_each_segment = [&](auto&& fn) {

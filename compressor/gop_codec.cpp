@@ -206,18 +206,21 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
 
   const bool fallback_blocks = predictor.block_fallback();
   // The symbols of the previous channel's plane of the same frame (before any delta or transform),
-  // for channel deltas; valid while previous_channel == c - 1.
-  std::vector<std::int32_t> previous_symbols(plane_size), delta(plane_size);
+  // for channel deltas; valid while previous_channel == c - 1. Gray data keeps none.
+  const bool colour = shape.channels > 1;
+  std::vector<std::int32_t> previous_symbols(colour ? plane_size : 0), delta(colour ? plane_size : 0);
   std::size_t previous_channel = SIZE_MAX;
   std::uint32_t previous_tolerance = 0;
   auto delta_of = [&](std::span<const std::int32_t> symbols) {
     for (std::size_t i = 0; i < plane_size; ++i) delta[i] = symbols[i] - previous_symbols[i];
     return std::span<const std::int32_t>(delta);
   };
+  auto remember = [&](std::span<const std::int32_t> symbols, std::size_t c) {
+    if (!colour) return;
+    std::copy(symbols.begin(), symbols.end(), previous_symbols.begin());
+    previous_channel = c;
+  };
   auto code_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
-    // Only where both planes' symbols are bin indices of one width: equal uniform tolerances
-    // (pwrel bins follow each pixel's forecast, rel tolerances each channel's range; measured on
-    // vtest at pwrel 0.05: the estimate chose differences and the archive grew 1.3%).
     const std::size_t previous = previous_channel;
     previous_channel = SIZE_MAX;
     const auto& frame = (*gops[g])[t];
@@ -226,6 +229,9 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
     GopSymbols& s = coded[g];
     PlaneRecord record;
     record.tolerance = plane_tolerance(settings, plane, shape.max_value);
+    // Only where both planes' symbols are bin indices of one width: equal uniform tolerances
+    // (pwrel bins follow each pixel's forecast, rel tolerances each channel's range; measured on
+    // vtest at pwrel 0.05: the estimate chose differences and the archive grew 1.3%).
     const bool delta_allowed = c > 0 && previous == c - 1 && !settings.bound.pointwise() &&
                                record.tolerance == previous_tolerance;
     previous_tolerance = record.tolerance;
@@ -271,8 +277,7 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
       } else {
         s.symbols.insert(s.symbols.end(), plane_symbols.begin(), plane_symbols.end());
       }
-      std::copy(plane_symbols.begin(), plane_symbols.end(), previous_symbols.begin());
-      previous_channel = c;
+      remember(plane_symbols, c);
     } else if (settings.quantizer == QuantizerKind::Interval && settings.bound.mode != codecs::BoundMode::Lossless) {
       codecs::IntervalRuns runs;
       codecs::interval_quantize(plane, forecast, bound, runs, recon);
@@ -316,7 +321,7 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
           s.symbols.insert(s.symbols.end(), intra_symbols.begin(), intra_symbols.end());
         }
         s.literals.insert(s.literals.end(), intra_literals.begin(), intra_literals.end());
-        std::copy(intra_symbols.begin(), intra_symbols.end(), previous_symbols.begin());
+        remember(intra_symbols, c);
       } else {
         record.mode = std::uint8_t(inter.transform);
         if (mapped) {
@@ -332,9 +337,8 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
                                   shape.width, transformed);
         s.symbols.insert(s.symbols.end(), transformed.begin(), transformed.end());
         s.literals.insert(s.literals.end(), inter_literals.begin(), inter_literals.end());
-        std::copy(plane_symbols.begin(), plane_symbols.end(), previous_symbols.begin());
+        remember(plane_symbols, c);
       }
-      previous_channel = c;
     }
     s.planes[t].push_back(record);
   };
