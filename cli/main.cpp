@@ -185,7 +185,9 @@ void add_coding_options(cxxopts::Options& options) {
       "mse-threshold", "dynamic window: a new key frame when the forecast's MSE (pixels scaled to [0, 1]) passes T, e.g. 0.002", cxxopts::value<double>())(
       "level", "zstd level 1-22", cxxopts::value<int>()->default_value("9"))(
       "coder", "fast (smaller of zstd and static context rANS, per stream), best (adds the adaptive coder: ~1% smaller, ~5x slower to decode) or zstd",
-      cxxopts::value<std::string>()->default_value("fast"));
+      cxxopts::value<std::string>()->default_value("fast"))(
+      "motion", "coded block motion against the previous frame, used per plane where it pays: on or off",
+      cxxopts::value<std::string>()->default_value("on"));
 }
 
 CompressOptions coding_options(const cxxopts::ParseResult& args) {
@@ -204,6 +206,9 @@ CompressOptions coding_options(const cxxopts::ParseResult& args) {
   if (coder != "fast" && coder != "best" && coder != "zstd") throw UsageError("--coder must be fast, best or zstd");
   compress.coding.adaptive_coder = coder == "best";
   compress.coding.rans_coder = coder != "zstd";
+  const auto motion = args["motion"].as<std::string>();
+  if (motion != "on" && motion != "off") throw UsageError("--motion must be on or off");
+  compress.coding.coded_motion = motion == "on";
   compress.predictor = args["predictor"].as<std::string>();
   const PredictorInfo* chosen = find_predictor(compress.predictor);
   if (chosen == nullptr)

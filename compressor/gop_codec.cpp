@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "codecs/block_motion.hpp"
 #include "codecs/codec_error.hpp"
 #include "codecs/forecast_blocks.hpp"
 #include "codecs/interval_quantizer.hpp"
@@ -14,7 +15,7 @@ namespace {
 
 using codecs::PlaneTransform;
 
-constexpr std::uint8_t kChunkVersion = 3;  // 2: per-block forecast maps; 3: channel deltas
+constexpr std::uint8_t kChunkVersion = 4;  // 2: per-block forecast maps; 3: channel deltas; 4: coded motion
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
@@ -25,7 +26,10 @@ constexpr std::uint8_t kBlockMapFlag = 0x10;
 // channel c - 1's (before the spatial transform): the residuals of colour channels move together
 // (measured on vtest: order-0 entropy 2.2 bits per channel, 1.0-1.1 for the difference).
 constexpr std::uint8_t kChannelDeltaFlag = 0x20;
-constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag;
+// Added to the mode of an inter plane whose forecast is the previous reconstruction of the plane
+// displaced by coded block motion (codecs/block_motion.hpp); its vectors are in the motion stream.
+constexpr std::uint8_t kMotionFlag = 0x40;
+constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag | kMotionFlag;
 
 // Leaves new elements uninitialized: the decoder's symbol buffer (4 bytes per pixel of a GOP) is
 // written in full by the entropy decoder, and zeroing it first cost 2% of decoding.
@@ -61,6 +65,7 @@ struct GopSymbols {
   std::vector<std::uint32_t> run_lengths;
   std::vector<std::uint16_t> literals;
   std::vector<std::uint32_t> block_maps;  // forecast source per block, planes with kBlockMapFlag
+  std::vector<std::uint32_t> motion;      // motion fields of the planes with kMotionFlag, in plane order
 };
 
 bool frame_is_intra(const Predictor& predictor, std::size_t t) {
@@ -126,6 +131,8 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
   out.varint(g.literals.size());
   out.blob(literals);
   out.blob(codecs::encode_symbols(g.block_maps, 0, options));
+  out.varint(g.motion.size());
+  out.blob(codecs::encode_symbols(g.motion, 0, options));
   stats.symbol_bytes = symbols.size();
   stats.run_bytes = values.size() + lengths.size();
   stats.literal_bytes = literals.size();
@@ -203,6 +210,13 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   std::vector<std::int32_t> plane_symbols(plane_size), transformed(plane_size), intra_symbols(plane_size);
   std::vector<std::uint16_t> intra_recon(plane_size), inter_literals, intra_literals, blended(plane_size);
   std::vector<std::uint32_t> block_map(codecs::forecast_block_count(shape.width, shape.height));
+  std::vector<std::uint16_t> compensated(settings.coded_motion ? shape.size() : 0);
+  std::vector<std::uint32_t> motion_symbols;
+  // The last motion field searched per (GOP, channel): its vectors are the next frame's candidates.
+  std::vector<codecs::MotionField> motion_hints(settings.coded_motion ? gops.size() : 0);
+  codecs::ResidualBits residual_bits;  // for the motion search, at residual_bits_tolerance
+  std::uint32_t residual_bits_tolerance = 0;
+  std::pair<std::size_t, std::size_t> channel0_motion{SIZE_MAX, SIZE_MAX};  // (GOP, frame) whose channel 0 took motion
 
   const bool fallback_blocks = predictor.block_fallback();
   // The symbols of the previous channel's plane of the same frame (before any delta or transform),
@@ -220,7 +234,80 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
     std::copy(symbols.begin(), symbols.end(), previous_symbols.begin());
     previous_channel = c;
   };
+  // Coded block motion (codecs/block_motion.hpp), decided per frame: channel 0 searches the vectors
+  // against its previous reconstruction, and every channel is displaced by them, so that channel
+  // deltas still find aligned residuals (measured on colour video: with vectors or decisions per
+  // channel, the deltas of channels 1 and 2 cost 25% more and the archive grew). Motion is kept
+  // where the estimated cost of all channels' residuals plus the vectors is below the forecast's.
+  // Fills `compensated` (all channels) and motion_symbols; returns the decision.
+  std::vector<std::int32_t> cost_current(settings.coded_motion ? plane_size : 0), cost_previous(cost_current.size()),
+      cost_delta(cost_current.size());
+  std::vector<std::uint16_t> cost_recon(cost_current.size());
+  std::vector<std::uint16_t> cost_literals;
+  auto choose_motion = [&](std::size_t g, std::size_t t, const std::uint16_t* frame, const std::uint16_t* frame_forecast,
+                           std::span<const std::uint16_t> forecast0, std::uint32_t tolerance0) {
+    motion_symbols.clear();
+    const std::uint16_t* previous_frame = encoded[g].reconstruction[t - 1].data();
+    const std::span<const std::uint16_t> plane(frame, plane_size), reference(previous_frame, plane_size);
+    codecs::MotionField& hint = motion_hints[g];
+    const bool uniform = !settings.bound.pointwise();
+    if (uniform && (residual_bits.bits.empty() || residual_bits_tolerance != tolerance0)) {
+      residual_bits = codecs::ResidualBits::uniform(shape.max_value, tolerance0);
+      residual_bits_tolerance = tolerance0;
+    }
+    auto found = codecs::search_motion(plane, reference, shape.width, hint.units.empty() ? nullptr : &hint,
+                                       uniform ? &residual_bits : nullptr);
+    hint = std::move(found.field);
+    std::uint64_t forecast_sad = found.zero_sad;
+    if (forecast0.data() != reference.data()) {
+      forecast_sad = 0;
+      for (std::size_t i = 0; i < plane_size; ++i) forecast_sad += std::uint64_t(std::abs(int(plane[i]) - int(forecast0[i])));
+    }
+    if (found.sad >= forecast_sad - forecast_sad / 64) return false;  // not worth estimating
+    for (std::uint32_t k = 0; k < shape.channels; ++k)
+      codecs::compensate(hint, std::span<const std::uint16_t>(previous_frame + k * plane_size, plane_size),
+                         std::span<std::uint16_t>(compensated).subspan(k * plane_size, plane_size));
+    codecs::append_motion_symbols(hint, motion_symbols);
+    if (settings.quantizer == QuantizerKind::Interval && settings.bound.mode != codecs::BoundMode::Lossless)
+      return found.sad + found.vector_bits < forecast_sad - forecast_sad / 32;
+    // The estimate of the frame's residuals: each channel as it is, or as its difference from the
+    // previous channel where the tolerances allow and that is smaller (as code_plane will decide).
+    auto frame_cost = [&](auto forecast_of) {
+      std::uint64_t total = 0;
+      std::uint32_t previous_tolerance = 0;
+      for (std::uint32_t k = 0; k < shape.channels; ++k) {
+        const std::span<const std::uint16_t> p(frame + k * plane_size, plane_size);
+        const std::uint32_t tolerance = k == 0 ? tolerance0 : plane_tolerance(settings, p, shape.max_value);
+        cost_literals.clear();
+        codecs::quantize_plane(p, forecast_of(k), plane_bound(settings, tolerance, shape.max_value), cost_current,
+                               cost_recon, cost_literals);
+        std::uint64_t cost = codecs::choose_transform(cost_current, shape.width).cost;
+        if (k > 0 && uniform && tolerance == previous_tolerance) {
+          for (std::size_t i = 0; i < plane_size; ++i) cost_delta[i] = cost_current[i] - cost_previous[i];
+          cost = std::min(cost, codecs::choose_transform(cost_delta, shape.width).cost);
+        }
+        total += cost;
+        cost_current.swap(cost_previous);
+        previous_tolerance = tolerance;
+      }
+      return total;
+    };
+    std::vector<std::int32_t> signed_symbols(motion_symbols.size());
+    std::transform(motion_symbols.begin(), motion_symbols.end(), signed_symbols.begin(), codecs::unzigzag);
+    // The plane estimates sample every cost_sample_step-th row; the vectors count in the same units.
+    const std::uint64_t vector_cost = codecs::estimate_cost_rows(signed_symbols) / codecs::cost_sample_step(shape.height);
+    const std::uint64_t with = vector_cost + frame_cost([&](std::uint32_t k) {
+      return std::span<const std::uint16_t>(compensated).subspan(k * plane_size, plane_size);
+    });
+    const std::uint64_t without = frame_cost([&](std::uint32_t k) {
+      return k == 0 ? forecast0 : std::span<const std::uint16_t>(frame_forecast + k * plane_size, plane_size);
+    });
+    return with < without;
+  };
   auto code_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
+    // The predictor's forecast of the whole frame (the channels' planes follow each other), before
+    // any per-block map replaces this plane's.
+    const std::uint16_t* frame_forecast = forecast.empty() ? nullptr : forecast.data() - c * plane_size;
     const std::size_t previous = previous_channel;
     previous_channel = SIZE_MAX;
     const auto& frame = (*gops[g])[t];
@@ -268,6 +355,18 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
         mapped = true;
       }
     }
+    bool motion = false;
+    if (!forecast.empty() && settings.coded_motion) {
+      if (c == 0) {
+        motion = choose_motion(g, t, frame.data(), frame_forecast, forecast, record.tolerance);
+      } else {
+        motion = channel0_motion == std::make_pair(g, t);
+      }
+      if (motion) {
+        forecast = std::span<const std::uint16_t>(compensated).subspan(c * plane_size, plane_size);
+        mapped = false;
+      }
+    }
     if (forecast.empty()) {
       codecs::quantize_plane_intra(plane, shape.width, bound, plane_symbols, recon, s.literals);
       if (delta_allowed && codecs::estimate_cost(delta_of(plane_symbols), shape.width) <
@@ -282,6 +381,10 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
       codecs::IntervalRuns runs;
       codecs::interval_quantize(plane, forecast, bound, runs, recon);
       record.run_count = runs.values.size();
+      if (motion) {
+        record.mode |= kMotionFlag;
+        if (c == 0) s.motion.insert(s.motion.end(), motion_symbols.begin(), motion_symbols.end());
+      }
       if (mapped) {
         record.mode |= kBlockMapFlag;
         s.block_maps.insert(s.block_maps.end(), block_map.begin(), block_map.end());
@@ -324,6 +427,10 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
         remember(intra_symbols, c);
       } else {
         record.mode = std::uint8_t(inter.transform);
+        if (motion) {
+          record.mode |= kMotionFlag;
+          if (c == 0) s.motion.insert(s.motion.end(), motion_symbols.begin(), motion_symbols.end());
+        }
         if (mapped) {
           record.mode |= kBlockMapFlag;
           s.block_maps.insert(s.block_maps.end(), block_map.begin(), block_map.end());
@@ -340,6 +447,7 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
         remember(plane_symbols, c);
       }
     }
+    if (c == 0) channel0_motion = (record.mode & kMotionFlag) ? std::make_pair(g, t) : std::make_pair(SIZE_MAX, SIZE_MAX);
     s.planes[t].push_back(record);
   };
 
@@ -359,7 +467,25 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   run_lockstep(predictor, shape, states, lengths, code_plane,
                [&](std::size_t g, std::size_t t) { return std::span<const std::uint16_t>(encoded[g].reconstruction[t]); });
 
-  for (std::size_t g = 0; g < gops.size(); ++g) encoded[g].bytes = serialize(coded[g], shape, settings, encoded[g].stats);
+  std::vector<std::size_t> retry;
+  for (std::size_t g = 0; g < gops.size(); ++g) {
+    const bool used_motion = !coded[g].motion.empty();
+    encoded[g].bytes = serialize(coded[g], shape, settings, encoded[g].stats);
+    // The estimates that chose motion model an order-0 (context) coder. Where zstd won the GOP's
+    // symbols instead, its matches may have found repeats across frames that motion removed (sparse
+    // frames moving at a steady speed, as in Moving MNIST): there the GOP is coded again without
+    // motion and the smaller chunk is kept, a measured choice.
+    if (used_motion && encoded[g].stats.coder == codecs::EntropyCoderKind::Zstd) retry.push_back(g);
+  }
+  if (!retry.empty()) {
+    CodingSettings without = settings;
+    without.coded_motion = false;
+    std::vector<const GopFrames*> subset;
+    for (const auto g : retry) subset.push_back(gops[g]);
+    auto again = encode_gops(predictor, shape, subset, without);
+    for (std::size_t i = 0; i < retry.size(); ++i)
+      if (again[i].bytes.size() < encoded[retry[i]].bytes.size()) encoded[retry[i]] = std::move(again[i]);
+  }
   return encoded;
 }
 
@@ -378,13 +504,13 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     ByteReader in(chunks[g], "chunk");
     const std::uint8_t version = in.u8();
-    if (version != kChunkVersion && version != 2) in.fail("unknown chunk version");
+    if (version < 2 || version > kChunkVersion) in.fail("unknown chunk version");
     if (in.u8() != std::uint8_t(settings.quantizer)) in.fail("quantizer differs from the archive's");
     const std::size_t count = in.varint();
     if (count != frame_counts[g] || count == 0) in.fail("frame count differs from the index");
     GopSymbols& s = coded[g];
     s.planes.assign(count, std::vector<PlaneRecord>(shape.channels));
-    std::uint64_t symbol_count = 0, run_count = 0, map_count = 0;
+    std::uint64_t symbol_count = 0, run_count = 0, map_count = 0, motion_planes = 0;
     for (std::size_t t = 0; t < count; ++t)
       for (auto& plane : s.planes[t]) {
         plane.tolerance = std::uint32_t(in.varint(shape.max_value, "tolerance"));
@@ -393,6 +519,13 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
         if (base > kIntraPlane) in.fail("unknown plane mode");
         const std::size_t c = std::size_t(&plane - s.planes[t].data());
         if ((plane.mode & kChannelDeltaFlag) && (version < 3 || c == 0)) in.fail("channel delta without a previous channel");
+        if (plane.mode & kMotionFlag) {
+          if (version < 4) in.fail("coded motion in a chunk of version 3 or older");
+          if (base == kIntraPlane || frame_is_intra(predictor, t) || (plane.mode & kBlockMapFlag))
+            in.fail("coded motion on a plane without a forecast, or with a forecast map");
+          if (c > 0 && !(s.planes[t][0].mode & kMotionFlag)) in.fail("motion vectors shared with a channel without them");
+          if (c == 0) ++motion_planes;
+        }
         if (plane.mode & kBlockMapFlag) {
           if (base == kIntraPlane || frame_is_intra(predictor, t)) in.fail("forecast map on a plane without a forecast");
           map_count += codecs::forecast_block_count(shape.width, shape.height);
@@ -432,12 +565,19 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
     codecs::decode_symbols(in.blob(), 0, s.block_maps);
     for (const auto m : s.block_maps)
       if (m >= codecs::kForecastSources) in.fail("unknown forecast source");
+    if (version >= 4) {
+      // A field takes one split flag per 16 x 16 block and at most 4 vectors of 2 components.
+      const std::uint64_t blocks = codecs::MotionField(shape.width, shape.height).split.size();
+      s.motion.resize(in.varint(motion_planes * blocks * 9, "motion symbol count"));
+      codecs::decode_symbols(in.blob(), 0, s.motion);
+    }
     in.expect_end();
     literals.emplace_back(s.literals);
     frames[g].assign(count, std::vector<std::uint16_t>(shape.size()));
   }
 
-  std::vector<std::size_t> map_pos(chunks.size(), 0);
+  std::vector<std::size_t> map_pos(chunks.size(), 0), motion_pos(chunks.size(), 0);
+  codecs::MotionField field;  // of the frame being decoded, when its channel 0 has motion
   std::vector<std::uint16_t> blended(plane_size);
   std::vector<std::int32_t, DefaultInitAllocator<std::int32_t>> plane_symbols(plane_size), previous_symbols;
   if (shape.channels > 1) previous_symbols.resize(plane_size);
@@ -452,6 +592,16 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
       const std::span<const std::uint32_t> map(s.block_maps.data() + map_pos[g], map_size);
       map_pos[g] += map_size;
       codecs::build_forecast(map, forecast, previous, shape.width, blended);
+      forecast = blended;
+    } else if (record.mode & kMotionFlag) {
+      const std::span<const std::uint16_t> reference(frames[g][t - 1].data() + c * plane_size, plane_size);
+      try {
+        // Channel 0 reads the frame's vectors; the other channels use them (validated above).
+        if (c == 0) field = codecs::read_motion_symbols(s.motion, motion_pos[g], shape.width, shape.height);
+        codecs::compensate(field, reference, blended);
+      } catch (const codecs::CodecError& e) {
+        throw DataError(std::string("chunk: ") + e.what());
+      }
       forecast = blended;
     }
     const auto bound = plane_bound(settings, record.tolerance, shape.max_value);
@@ -492,6 +642,7 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     readers[g].finish();
     if (!literals[g].exhausted()) throw DataError("chunk: unused escape literals");
+    if (motion_pos[g] != coded[g].motion.size()) throw DataError("chunk: unused motion vectors");
   }
   return frames;
 }

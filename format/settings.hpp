@@ -19,6 +19,9 @@ struct CodingSettings {
   // coder decodes ~5x faster than the adaptive one and is within 1.5% of its size (docs/defaults.md, "Entropy coder").
   bool rans_coder = true;
   bool adaptive_coder = false;
+  // Encoder only (each plane's chunk record says what it used): search block motion against the
+  // previous reconstruction and use it where the estimate says it pays (codecs/block_motion.hpp).
+  bool coded_motion = true;
 };
 
 // Per-chunk statistics kept in the archive index for `tezip info`.

@@ -1,0 +1,369 @@
+#include "codecs/block_motion.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdlib>
+
+#include "codecs/codec_error.hpp"
+#include "codecs/plane_transform.hpp"
+
+namespace tezip::codecs {
+namespace {
+
+constexpr std::uint32_t kBlock = 2 * kMotionUnit;
+
+struct Rect {
+  std::uint32_t x = 0, y = 0, w = 0, h = 0;
+};
+
+// The block of `reference` displaced by v, written to out (r.w x r.h, row stride r.w).
+void predict(std::span<const std::uint16_t> reference, std::uint32_t width, std::uint32_t height, const Rect& r,
+             MotionVector v, std::uint16_t* out) {
+  const int ix = v.x >> 1, iy = v.y >> 1;  // floor: -1 half pixel = one pixel left, plus a half
+  const bool fx = v.x & 1, fy = v.y & 1;
+  const int x0 = int(r.x) + ix, y0 = int(r.y) + iy;
+  const bool inside = x0 >= 0 && y0 >= 0 && x0 + int(r.w) + fx <= int(width) && y0 + int(r.h) + fy <= int(height);
+  if (inside) {
+    const std::uint16_t* src = reference.data() + std::size_t(y0) * width + x0;
+    for (std::uint32_t y = 0; y < r.h; ++y, src += width, out += r.w) {
+      const std::uint16_t* below = src + (fy ? width : 0);
+      if (!fx && !fy) {
+        std::copy(src, src + r.w, out);
+      } else if (!fy) {
+        for (std::uint32_t x = 0; x < r.w; ++x) out[x] = std::uint16_t((src[x] + src[x + 1] + 1) >> 1);
+      } else if (!fx) {
+        for (std::uint32_t x = 0; x < r.w; ++x) out[x] = std::uint16_t((src[x] + below[x] + 1) >> 1);
+      } else {
+        for (std::uint32_t x = 0; x < r.w; ++x)
+          out[x] = std::uint16_t((src[x] + src[x + 1] + below[x] + below[x + 1] + 2) >> 2);
+      }
+    }
+    return;
+  }
+  auto at = [&](int x, int y) -> std::uint32_t {
+    x = std::clamp(x, 0, int(width) - 1);
+    y = std::clamp(y, 0, int(height) - 1);
+    return reference[std::size_t(y) * width + x];
+  };
+  for (std::uint32_t y = 0; y < r.h; ++y, out += r.w)
+    for (std::uint32_t x = 0; x < r.w; ++x) {
+      const int sx = x0 + int(x), sy = y0 + int(y);
+      const std::uint32_t a = at(sx, sy), b = at(sx + fx, sy), c = at(sx, sy + fy), d = at(sx + fx, sy + fy);
+      out[x] = std::uint16_t(fx && fy ? (a + b + c + d + 2) >> 2 : fx ? (a + b + 1) >> 1 : fy ? (a + c + 1) >> 1 : a);
+    }
+}
+
+std::uint64_t sad(std::span<const std::uint16_t> plane, std::uint32_t width, const Rect& r, const std::uint16_t* p) {
+  std::uint64_t sum = 0;
+  const std::uint16_t* row = plane.data() + std::size_t(r.y) * width + r.x;
+  for (std::uint32_t y = 0; y < r.h; ++y, row += width, p += r.w) {
+    std::uint32_t s = 0;
+    for (std::uint32_t x = 0; x < r.w; ++x) s += std::uint32_t(std::abs(int(row[x]) - int(p[x])));
+    sum += s;
+  }
+  return sum;
+}
+
+std::uint64_t bits_of(std::span<const std::uint16_t> plane, std::uint32_t width, const Rect& r, const std::uint16_t* p,
+                      const ResidualBits& table) {
+  std::uint64_t sum = 0;
+  const std::uint8_t* bits = table.bits.data() + table.offset;
+  const std::uint16_t* row = plane.data() + std::size_t(r.y) * width + r.x;
+  for (std::uint32_t y = 0; y < r.h; ++y, row += width, p += r.w)
+    for (std::uint32_t x = 0; x < r.w; ++x) sum += bits[int(row[x]) - int(p[x])];
+  return sum;
+}
+
+// Bits of one zigzagged value under the estimate the plane transforms use (codecs/plane_transform).
+std::uint32_t value_bits(std::int32_t d) { return 1 + 2 * std::uint32_t(std::bit_width(zigzag(d) >> 1)); }
+std::uint32_t vector_bits(MotionVector v, MotionVector pred) { return value_bits(v.x - pred.x) + value_bits(v.y - pred.y); }
+
+MotionVector median(MotionVector a, MotionVector b, MotionVector c) {
+  auto med = [](int p, int q, int r) { return std::max(std::min(p, q), std::min(std::max(p, q), r)); };
+  return {std::int16_t(med(a.x, b.x, c.x)), std::int16_t(med(a.y, b.y, c.y))};
+}
+
+// Coding order: blocks in raster order, the units of a block in raster order (z order of 2 x 2).
+// A unit is coded before (ux, uy) when its block comes first, or it is an earlier unit of the same block.
+bool coded_before(const MotionField& f, std::uint32_t x, std::uint32_t y, std::uint32_t ux, std::uint32_t uy) {
+  if (x >= f.units_x() || y >= f.units_y()) return false;
+  const std::uint32_t b = (y / 2) * f.blocks_x() + x / 2, cur = (uy / 2) * f.blocks_x() + ux / 2;
+  if (b != cur) return b < cur;
+  return (y % 2) * 2 + x % 2 < (uy % 2) * 2 + ux % 2;
+}
+
+// The prediction of the vector of the area whose top-left unit is (ux, uy) and that is `span` units
+// wide: the median of its left, upper and upper-right neighbours (the upper-left one where the
+// upper-right is not coded yet); a missing neighbour counts as zero.
+MotionVector predict_vector(const MotionField& f, std::uint32_t ux, std::uint32_t uy, std::uint32_t span) {
+  auto get = [&](std::int64_t x, std::int64_t y, bool& ok) -> MotionVector {
+    ok = x >= 0 && y >= 0 && coded_before(f, std::uint32_t(x), std::uint32_t(y), ux, uy);
+    return ok ? f.units[std::size_t(y) * f.units_x() + std::size_t(x)] : MotionVector{};
+  };
+  bool has_left, has_up, has_right, has_ul;
+  const MotionVector left = get(std::int64_t(ux) - 1, uy, has_left);
+  const MotionVector up = get(ux, std::int64_t(uy) - 1, has_up);
+  MotionVector right = get(std::int64_t(ux) + span, std::int64_t(uy) - 1, has_right);
+  if (!has_right) right = get(std::int64_t(ux) - 1, std::int64_t(uy) - 1, has_ul);
+  if (has_left && !has_up && !has_right) return left;  // the first row: the left neighbour alone
+  return median(left, up, right);
+}
+
+Rect unit_rect(const MotionField& f, std::uint32_t ux, std::uint32_t uy, std::uint32_t span) {
+  Rect r{ux * kMotionUnit, uy * kMotionUnit, span * kMotionUnit, span * kMotionUnit};
+  r.w = std::min(r.w, f.width - r.x);
+  r.h = std::min(r.h, f.height - r.y);
+  return r;
+}
+
+void set_units(MotionField& f, std::uint32_t ux, std::uint32_t uy, std::uint32_t span, MotionVector v) {
+  for (std::uint32_t y = uy; y < std::min(uy + span, f.units_y()); ++y)
+    for (std::uint32_t x = ux; x < std::min(ux + span, f.units_x()); ++x) f.units[std::size_t(y) * f.units_x() + x] = v;
+}
+
+MotionVector clamp_vector(int x, int y) {
+  return {std::int16_t(std::clamp(x, -kMotionRange, kMotionRange)), std::int16_t(std::clamp(y, -kMotionRange, kMotionRange))};
+}
+
+// Searches one area: candidates first, then a square pattern of shrinking whole-pixel steps, then
+// the eight half-pixel neighbours. Cost: SAD + lambda * estimated vector bits.
+class AreaSearch {
+ public:
+  AreaSearch(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> reference, const MotionField& f,
+             const Rect& r, MotionVector pred, double lambda, const ResidualBits* bits)
+      : plane_(plane), reference_(reference), f_(f), r_(r), pred_(pred), lambda_(lambda), bits_(bits) {}
+
+  // Decides between the search's best vector, the zero vector and the predicted one by estimated
+  // bits (residual and vector); the result's cost is then in bits. Without a bit table the SAD
+  // search's choice stands, its cost in SAD units.
+  void settle() {
+    if (!bits_) return;
+    double best = 1e300;
+    MotionVector chosen{};
+    for (const MotionVector v : {best_, MotionVector{}, pred_}) {
+      predict(reference_, f_.width, f_.height, r_, v, buffer_.data());
+      const double c = double(bits_of(plane_, f_.width, r_, buffer_.data(), *bits_)) + vector_bits(v, pred_);
+      if (c < best) best = c, chosen = v;
+    }
+    if (!(chosen == best_)) best_sad_ = sad_of(chosen);
+    best_ = chosen;
+    best_cost_ = best;
+  }
+  // What one bit of a flag costs in the units of best_cost().
+  double bit_cost() const { return bits_ ? 1.0 : lambda_; }
+
+  std::uint64_t sad_of(MotionVector v) {
+    predict(reference_, f_.width, f_.height, r_, v, buffer_.data());
+    return sad(plane_, f_.width, r_, buffer_.data());
+  }
+  double cost_of(MotionVector v, std::uint64_t* sad_out = nullptr) {
+    const std::uint64_t s = sad_of(v);
+    if (sad_out) *sad_out = s;
+    return double(s) + lambda_ * vector_bits(v, pred_);
+  }
+  void consider(MotionVector v) {
+    if (tried(v)) return;
+    std::uint64_t s;
+    const double c = cost_of(v, &s);
+    if (c < best_cost_) best_cost_ = c, best_ = v, best_sad_ = s;
+  }
+  void refine(std::span<const int> steps) {
+    for (const int step : steps) {
+      for (int round = 0; round < 4; ++round) {
+        const MotionVector centre = best_;
+        for (int dy = -1; dy <= 1; ++dy)
+          for (int dx = -1; dx <= 1; ++dx)
+            if (dx || dy) consider(clamp_vector(centre.x + dx * step, centre.y + dy * step));
+        if (best_ == centre) break;
+      }
+    }
+  }
+  MotionVector best() const { return best_; }
+  double best_cost() const { return best_cost_; }
+  std::uint64_t best_sad() const { return best_sad_; }
+
+ private:
+  bool tried(MotionVector v) {
+    for (std::size_t i = 0; i < tried_count_; ++i)
+      if (tried_[i] == v) return true;
+    if (tried_count_ < tried_.size()) tried_[tried_count_++] = v;
+    return false;
+  }
+  std::span<const std::uint16_t> plane_, reference_;
+  const MotionField& f_;
+  Rect r_;
+  MotionVector pred_;
+  double lambda_;
+  const ResidualBits* bits_;
+  std::array<std::uint16_t, kBlock * kBlock> buffer_{};
+  std::array<MotionVector, 96> tried_{};
+  std::size_t tried_count_ = 0;
+  MotionVector best_{};
+  double best_cost_ = 1e300;
+  std::uint64_t best_sad_ = 0;
+};
+
+constexpr std::array<int, 4> kBlockSteps{16, 8, 4, 2};  // whole pixels, in half-pixel units
+constexpr std::array<int, 2> kUnitSteps{4, 2};
+constexpr std::array<int, 1> kHalfStep{1};
+
+}  // namespace
+
+ResidualBits ResidualBits::uniform(std::uint32_t max_value, std::uint32_t tolerance) {
+  ResidualBits table;
+  table.offset = std::int32_t(max_value);
+  table.bits.resize(2 * std::size_t(max_value) + 1);
+  const std::int64_t width = 2 * std::int64_t(tolerance) + 1;
+  for (std::int64_t r = -std::int64_t(max_value); r <= std::int64_t(max_value); ++r) {
+    const std::int64_t q = r >= 0 ? (r + tolerance) / width : -((-r + tolerance) / width);
+    table.bits[std::size_t(r + table.offset)] = std::uint8_t(value_bits(std::int32_t(q)));
+  }
+  return table;
+}
+
+MotionField::MotionField(std::uint32_t w, std::uint32_t h) : width(w), height(h) {
+  units.assign(std::size_t(units_x()) * units_y(), MotionVector{});
+  split.assign(std::size_t(blocks_x()) * blocks_y(), 0);
+}
+
+MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> reference,
+                           std::uint32_t width, const MotionField* hint, const ResidualBits* bits) {
+  const std::uint32_t height = width ? std::uint32_t(plane.size() / width) : 0;
+  MotionSearch result;
+  result.field = MotionField(width, height);
+  MotionField& f = result.field;
+  if (plane.empty() || reference.size() != plane.size()) return result;
+  const bool use_hint = hint && hint->width == width && hint->height == height;
+  // lambda converts estimated bits into SAD: a residual of mean magnitude b costs about log2(b) + c
+  // bits per pixel, so one bit is worth b * ln 2 of SAD. b is this plane's own previous-frame residual.
+  std::uint64_t zero_sad = 0;
+  for (std::size_t i = 0; i < plane.size(); ++i) zero_sad += std::uint64_t(std::abs(int(plane[i]) - int(reference[i])));
+  result.zero_sad = zero_sad;
+  const double lambda = 0.69 * std::max(0.25, double(zero_sad) / double(plane.size()));
+
+  for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
+    for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
+      const std::uint32_t ux = 2 * bx, uy = 2 * by;
+      const Rect r = unit_rect(f, ux, uy, 2);
+      const MotionVector pred = predict_vector(f, ux, uy, 2);
+      AreaSearch whole(plane, reference, f, r, pred, lambda, bits);
+      whole.consider({});
+      whole.consider(pred);
+      auto unit_at = [&](std::int64_t x, std::int64_t y) -> const MotionVector* {
+        if (x < 0 || y < 0 || x >= f.units_x() || y >= f.units_y()) return nullptr;
+        return &f.units[std::size_t(y) * f.units_x() + std::size_t(x)];
+      };
+      if (const auto* v = unit_at(std::int64_t(ux) - 1, uy)) whole.consider(*v);
+      if (const auto* v = unit_at(ux, std::int64_t(uy) - 1)) whole.consider(*v);
+      if (const auto* v = unit_at(std::int64_t(ux) + 2, std::int64_t(uy) - 1)) whole.consider(*v);
+      if (use_hint) whole.consider(hint->units[std::size_t(uy) * f.units_x() + ux]);
+      whole.refine(kBlockSteps);
+      whole.refine(kHalfStep);
+      whole.settle();
+      const double whole_cost = whole.best_cost() + whole.bit_cost();  // the split flag
+      set_units(f, ux, uy, 2, whole.best());
+
+      // The four quarters, each from the block's vector, where the block is whole units.
+      const bool full = ux + 1 < f.units_x() && uy + 1 < f.units_y();
+      double split_cost = whole.bit_cost();
+      std::uint64_t split_sad = 0;
+      std::array<MotionVector, 4> quarter{};
+      if (full && whole.best_sad() > 0) {
+        // The predictions of later quarters see the earlier quarters' vectors: they are written
+        // into the field as they are found, and the block's vector is put back if the split loses.
+        for (std::uint32_t q = 0; q < 4 && split_cost < whole_cost; ++q) {
+          const std::uint32_t qx = ux + q % 2, qy = uy + q / 2;
+          const MotionVector qpred = predict_vector(f, qx, qy, 1);
+          AreaSearch part(plane, reference, f, unit_rect(f, qx, qy, 1), qpred, lambda, bits);
+          part.consider(whole.best());
+          part.consider(qpred);
+          part.consider({});
+          if (use_hint) part.consider(hint->units[std::size_t(qy) * f.units_x() + qx]);
+          part.refine(kUnitSteps);
+          part.refine(kHalfStep);
+          part.settle();
+          quarter[q] = part.best();
+          f.units[std::size_t(qy) * f.units_x() + qx] = part.best();
+          split_cost += part.best_cost();
+          split_sad += part.best_sad();
+        }
+      }
+      if (full && whole.best_sad() > 0 && split_cost < whole_cost) {
+        f.split[std::size_t(by) * f.blocks_x() + bx] = 1;
+        for (std::uint32_t q = 0; q < 4; ++q) f.units[std::size_t(uy + q / 2) * f.units_x() + ux + q % 2] = quarter[q];
+        result.sad += split_sad;
+      } else {
+        set_units(f, ux, uy, 2, whole.best());
+        result.sad += whole.best_sad();
+      }
+    }
+  // The bits the coded field will take, with the predictions of the final field.
+  std::vector<std::uint32_t> symbols;
+  append_motion_symbols(f, symbols);
+  for (const auto s : symbols) result.vector_bits += 1 + 2 * std::uint64_t(std::bit_width(s >> 1));
+  return result;
+}
+
+void compensate(const MotionField& f, std::span<const std::uint16_t> reference, std::span<std::uint16_t> out) {
+  if (reference.size() != std::size_t(f.width) * f.height || out.size() != reference.size())
+    throw CodecError("motion field and plane sizes differ");
+  std::array<std::uint16_t, kBlock * kBlock> buffer;
+  for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
+    for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
+      const bool split = f.split[std::size_t(by) * f.blocks_x() + bx];
+      const std::uint32_t span = split ? 1 : 2;
+      for (std::uint32_t uy = 2 * by; uy < std::min(2 * by + 2, f.units_y()); uy += span)
+        for (std::uint32_t ux = 2 * bx; ux < std::min(2 * bx + 2, f.units_x()); ux += span) {
+          const Rect r = unit_rect(f, ux, uy, span);
+          predict(reference, f.width, f.height, r, f.units[std::size_t(uy) * f.units_x() + ux], buffer.data());
+          for (std::uint32_t y = 0; y < r.h; ++y)
+            std::copy_n(buffer.data() + std::size_t(y) * r.w, r.w, out.data() + std::size_t(r.y + y) * f.width + r.x);
+        }
+    }
+}
+
+void append_motion_symbols(const MotionField& f, std::vector<std::uint32_t>& out) {
+  for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
+    for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
+      const bool split = f.split[std::size_t(by) * f.blocks_x() + bx];
+      out.push_back(split);
+      const std::uint32_t span = split ? 1 : 2;
+      for (std::uint32_t uy = 2 * by; uy < std::min(2 * by + 2, f.units_y()); uy += span)
+        for (std::uint32_t ux = 2 * bx; ux < std::min(2 * bx + 2, f.units_x()); ux += span) {
+          const MotionVector v = f.units[std::size_t(uy) * f.units_x() + ux];
+          const MotionVector p = predict_vector(f, ux, uy, span);
+          out.push_back(zigzag(v.x - p.x));
+          out.push_back(zigzag(v.y - p.y));
+        }
+    }
+}
+
+MotionField read_motion_symbols(std::span<const std::uint32_t> symbols, std::size_t& pos, std::uint32_t width,
+                                std::uint32_t height) {
+  MotionField f(width, height);
+  auto next = [&] {
+    if (pos >= symbols.size()) throw CodecError("motion vectors end early");
+    return symbols[pos++];
+  };
+  for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
+    for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
+      const std::uint32_t flag = next();
+      if (flag > 1) throw CodecError("bad motion split flag");
+      const bool split = flag;
+      if (split && (2 * bx + 1 >= f.units_x() || 2 * by + 1 >= f.units_y()))
+        throw CodecError("split motion block at the plane's edge");
+      f.split[std::size_t(by) * f.blocks_x() + bx] = flag;
+      const std::uint32_t span = split ? 1 : 2;
+      for (std::uint32_t uy = 2 * by; uy < std::min(2 * by + 2, f.units_y()); uy += span)
+        for (std::uint32_t ux = 2 * bx; ux < std::min(2 * bx + 2, f.units_x()); ux += span) {
+          const MotionVector p = predict_vector(f, ux, uy, span);
+          const std::int64_t x = std::int64_t(p.x) + unzigzag(next()), y = std::int64_t(p.y) + unzigzag(next());
+          if (std::abs(x) > kMotionRange || std::abs(y) > kMotionRange) throw CodecError("motion vector out of range");
+          set_units(f, ux, uy, span, MotionVector{std::int16_t(x), std::int16_t(y)});
+        }
+    }
+  return f;
+}
+
+}  // namespace tezip::codecs

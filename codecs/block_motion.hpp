@@ -1,0 +1,75 @@
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tezip::codecs {
+
+// Coded block motion, as video codecs do it: the encoder searches, per 16 x 16 block (or each of its
+// four 8 x 8 quarters where that pays), the displacement of the reference frame (the previous
+// reconstruction) that best matches the plane; the vectors are predicted from their coded
+// neighbours and stored, and both sides build the same motion-compensated forecast from them.
+// Vectors are in half pixels; half-pixel samples are the rounded means of the two or four
+// neighbouring pixels (integer arithmetic: the same bytes on every machine). The reference is
+// extended past its borders by repeating its edge pixels.
+inline constexpr std::uint32_t kMotionUnit = 8;        // the smallest block; a 16 x 16 block is 2 x 2 units
+inline constexpr std::int32_t kMotionRange = 64;       // |vector component| <= 64 half pixels (32 pixels)
+
+struct MotionVector {
+  std::int16_t x = 0, y = 0;  // half pixels
+  bool operator==(const MotionVector&) const = default;
+};
+
+// One plane's vectors: one per 8 x 8 unit (row-major, units_x(width) per row), and per 16 x 16
+// block whether its four units carry their own vectors (split) or share the first.
+struct MotionField {
+  std::uint32_t width = 0, height = 0;
+  std::vector<MotionVector> units;
+  std::vector<std::uint8_t> split;  // per 16 x 16 block, row-major
+  MotionField() = default;
+  MotionField(std::uint32_t width, std::uint32_t height);
+  std::uint32_t units_x() const { return (width + kMotionUnit - 1) / kMotionUnit; }
+  std::uint32_t units_y() const { return (height + kMotionUnit - 1) / kMotionUnit; }
+  std::uint32_t blocks_x() const { return (width + 2 * kMotionUnit - 1) / (2 * kMotionUnit); }
+  std::uint32_t blocks_y() const { return (height + 2 * kMotionUnit - 1) / (2 * kMotionUnit); }
+};
+
+// What the search found: the field, its estimated coded size in bits (vectors and split flags),
+// and the sums of absolute differences of its forecast and of the zero field (the reference as it is).
+struct MotionSearch {
+  MotionField field;
+  std::uint64_t vector_bits = 0;
+  std::uint64_t sad = 0;
+  std::uint64_t zero_sad = 0;
+};
+
+// The estimated bits of a residual r (plane - forecast) once quantized: bits[r + offset]. The search
+// finds candidates by SAD and then decides between the best of them, the zero vector and the
+// predicted one, and whether to split, by these bits: SAD alone does not see that exact zeros
+// (static areas of compressed video) are almost free.
+struct ResidualBits {
+  std::vector<std::uint8_t> bits;
+  std::int32_t offset = 0;
+  // Residuals coded as they are (lossless), or in bins of 2 * tolerance + 1 (uniform bounds).
+  static ResidualBits uniform(std::uint32_t max_value, std::uint32_t tolerance);
+};
+
+// Searches `plane` against `reference` (both width x height). `hint` (may be null) is the field of
+// the previous frame of the same plane: its vectors are candidates. Without `bits` (null), SAD
+// decides everything. Deterministic.
+MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> reference,
+                           std::uint32_t width, const MotionField* hint = nullptr, const ResidualBits* bits = nullptr);
+
+// The motion-compensated forecast of a field: `out` = reference displaced block by block.
+void compensate(const MotionField& field, std::span<const std::uint16_t> reference, std::span<std::uint16_t> out);
+
+// Appends the field's symbols (split flags, then the zigzagged differences between each vector and
+// its prediction from the neighbours coded before it) to `out`.
+void append_motion_symbols(const MotionField& field, std::vector<std::uint32_t>& out);
+
+// Reads a field of the given size from symbols[pos...], advancing pos. Throws CodecError on symbols
+// that run out, a split flag above 1, or a vector out of range.
+MotionField read_motion_symbols(std::span<const std::uint32_t> symbols, std::size_t& pos, std::uint32_t width,
+                                std::uint32_t height);
+
+}  // namespace tezip::codecs

@@ -1,0 +1,200 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "codecs/block_motion.hpp"
+#include "codecs/codec_error.hpp"
+#include "compressor/gop_codec.hpp"
+
+using namespace tezip;
+using namespace tezip::codecs;
+
+namespace {
+
+// A textured image: smooth shapes plus fine detail, so that every displacement but the true one
+// leaves a residual.
+std::vector<std::uint16_t> texture(std::uint32_t w, std::uint32_t h, std::uint32_t seed, std::uint32_t max_value = 255) {
+  std::mt19937 rng(seed);
+  std::vector<std::uint16_t> out(std::size_t(w) * h);
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x) {
+      const double v = 0.5 + 0.25 * std::sin(x * 0.31 + y * 0.17) + 0.15 * std::cos(x * 0.07 - y * 0.23);
+      out[std::size_t(y) * w + x] = std::uint16_t(std::clamp(v * max_value + double(rng() % 17) - 8, 0.0, double(max_value)));
+    }
+  return out;
+}
+
+// The forecast of one pixel, written from the definition in block_motion.hpp (edge pixels repeated,
+// half-pixel samples the rounded means of their two or four neighbours).
+std::uint16_t naive_sample(const std::vector<std::uint16_t>& ref, std::uint32_t w, std::uint32_t h, int x, int y,
+                           MotionVector v) {
+  auto at = [&](int px, int py) -> int {
+    return ref[std::size_t(std::clamp(py, 0, int(h) - 1)) * w + std::size_t(std::clamp(px, 0, int(w) - 1))];
+  };
+  const int fx = ((v.x % 2) + 2) % 2, fy = ((v.y % 2) + 2) % 2;
+  const int ix = (v.x - fx) / 2, iy = (v.y - fy) / 2;
+  const int a = at(x + ix, y + iy), b = at(x + ix + 1, y + iy), c = at(x + ix, y + iy + 1), d = at(x + ix + 1, y + iy + 1);
+  if (fx && fy) return std::uint16_t((a + b + c + d + 2) / 4);
+  if (fx) return std::uint16_t((a + b + 1) / 2);
+  if (fy) return std::uint16_t((a + c + 1) / 2);
+  return std::uint16_t(a);
+}
+
+MotionField random_field(std::uint32_t w, std::uint32_t h, std::mt19937& rng, int range = kMotionRange) {
+  MotionField f(w, h);
+  std::uniform_int_distribution<int> component(-range, range);
+  for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
+    for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
+      const bool whole_units = 2 * bx + 1 < f.units_x() && 2 * by + 1 < f.units_y();
+      const bool split = whole_units && rng() % 2;
+      f.split[std::size_t(by) * f.blocks_x() + bx] = split;
+      const MotionVector shared{std::int16_t(component(rng)), std::int16_t(component(rng))};
+      for (std::uint32_t uy = 2 * by; uy < std::min(2 * by + 2, f.units_y()); ++uy)
+        for (std::uint32_t ux = 2 * bx; ux < std::min(2 * bx + 2, f.units_x()); ++ux)
+          f.units[std::size_t(uy) * f.units_x() + ux] =
+              split ? MotionVector{std::int16_t(component(rng)), std::int16_t(component(rng))} : shared;
+    }
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("motion compensation is the displaced reference, half pixels the rounded means", "[motion]") {
+  std::mt19937 rng(5);
+  for (const auto [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {8u, 8u}, {5u, 70u}, {100u, 17u}}) {
+    const auto reference = texture(w, h, w * h, 1000);
+    for (int trial = 0; trial < 4; ++trial) {
+      const MotionField field = random_field(w, h, rng);
+      std::vector<std::uint16_t> out(reference.size());
+      compensate(field, reference, out);
+      for (std::uint32_t y = 0; y < h; ++y)
+        for (std::uint32_t x = 0; x < w; ++x) {
+          const MotionVector v = field.units[std::size_t(y / kMotionUnit) * field.units_x() + x / kMotionUnit];
+          INFO(w << "x" << h << " pixel " << x << "," << y << " vector " << v.x << "," << v.y);
+          REQUIRE(out[std::size_t(y) * w + x] == naive_sample(reference, w, h, int(x), int(y), v));
+        }
+    }
+  }
+}
+
+TEST_CASE("the motion search finds a translation, whole and half pixel", "[motion]") {
+  const std::uint32_t w = 96, h = 64;
+  const auto reference = texture(w, h, 1);
+  for (const MotionVector truth : {MotionVector{6, -4}, MotionVector{-3, 5}, MotionVector{0, 0}, MotionVector{20, 9}}) {
+    MotionField shifted(w, h);
+    std::fill(shifted.units.begin(), shifted.units.end(), truth);
+    std::vector<std::uint16_t> plane(reference.size());
+    compensate(shifted, reference, plane);
+    for (const bool with_bits : {false, true}) {
+      const ResidualBits bits = ResidualBits::uniform(255, 0);
+      const MotionSearch found = search_motion(plane, reference, w, nullptr, with_bits ? &bits : nullptr);
+      INFO("vector " << truth.x << "," << truth.y << (with_bits ? " with bit costs" : " by SAD"));
+      std::size_t right = 0;
+      for (const auto& v : found.field.units) right += v == truth;
+      CHECK(right >= found.field.units.size() * 9 / 10);
+      CHECK(found.sad <= found.zero_sad);
+      if (!(truth == MotionVector{})) CHECK(found.sad * 20 < found.zero_sad);
+      std::vector<std::uint16_t> forecast(plane.size());
+      compensate(found.field, reference, forecast);
+      std::uint64_t sad = 0;
+      for (std::size_t i = 0; i < plane.size(); ++i) sad += std::uint64_t(std::abs(int(plane[i]) - int(forecast[i])));
+      CHECK(sad == found.sad);  // what the search reports is what the field gives
+    }
+  }
+}
+
+TEST_CASE("motion fields survive their symbols, and damaged symbols are refused", "[motion]") {
+  std::mt19937 rng(9);
+  for (const auto [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {8u, 8u}, {200u, 9u}}) {
+    const MotionField field = random_field(w, h, rng);
+    std::vector<std::uint32_t> symbols{7};  // a foreign symbol first: reading starts at pos
+    append_motion_symbols(field, symbols);
+    std::size_t pos = 1;
+    const MotionField back = read_motion_symbols(symbols, pos, w, h);
+    CHECK(pos == symbols.size());
+    CHECK(back.units == field.units);
+    CHECK(back.split == field.split);
+
+    // Truncated.
+    std::size_t p = 1;
+    CHECK_THROWS_AS(read_motion_symbols(std::span(symbols).first(symbols.size() - 1), p, w, h), CodecError);
+    // A split flag that is not 0 or 1.
+    auto bad = symbols;
+    bad[1] = 2;
+    p = 1;
+    CHECK_THROWS_AS(read_motion_symbols(bad, p, w, h), CodecError);
+    // A vector out of range (the first vector's x difference made huge).
+    bad = symbols;
+    bad[2] = 2 * (kMotionRange + 1) * 2;
+    p = 1;
+    CHECK_THROWS_AS(read_motion_symbols(bad, p, w, h), CodecError);
+    bad[2] = 0xFFFFFFFFu;
+    p = 1;
+    CHECK_THROWS_AS(read_motion_symbols(bad, p, w, h), CodecError);
+  }
+  // A split block at the plane's edge (units missing) is refused.
+  std::vector<std::uint32_t> edge{1, 0, 0, 0, 0, 0, 0, 0, 0};
+  std::size_t p = 0;
+  CHECK_THROWS_AS(read_motion_symbols(edge, p, 8, 8), CodecError);
+}
+
+TEST_CASE("coded motion pays on a panning scene and decodes bit for bit", "[motion][gop]") {
+  // A camera panning over a texture by 2.5 pixels per frame, with fresh sensor noise.
+  const std::uint32_t w = 96, h = 64;
+  const auto world = texture(w + 80, h + 40, 3);
+  std::mt19937 rng(4);
+  for (const std::uint32_t channels : {1u, 3u}) {
+    const FrameShape shape{w, h, channels, 255};
+    GopFrames frames;
+    for (int t = 0; t < 8; ++t) {
+      std::vector<std::uint16_t> f(shape.size());
+      for (std::uint32_t c = 0; c < channels; ++c)
+        for (std::uint32_t y = 0; y < h; ++y)
+          for (std::uint32_t x = 0; x < w; ++x) {
+            const std::size_t sx = x + (5 * t) / 2, sy = y + t;
+            const int v = world[sy * (w + 80) + sx] - 30 * int(c) + int(rng() % 3) - 1;
+            f[(std::size_t(c) * h + y) * w + x] = std::uint16_t(std::clamp(v, 0, 255));
+          }
+      frames.push_back(std::move(f));
+    }
+    const auto predictor = make_classical_predictor("previous");
+    for (const codecs::ErrorBound bound : {codecs::ErrorBound{}, codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0}}) {
+      for (const QuantizerKind quantizer : {QuantizerKind::Linear, QuantizerKind::Interval}) {
+        if (quantizer == QuantizerKind::Interval && bound.mode == codecs::BoundMode::Lossless) continue;
+        INFO(channels << " channels, " << codecs::describe(bound) << (quantizer == QuantizerKind::Interval ? ", interval" : ""));
+        CodingSettings settings;
+        settings.bound = bound;
+        settings.quantizer = quantizer;
+        CodingSettings without = settings;
+        without.coded_motion = false;
+        const GopFrames* gops[] = {&frames};
+        const auto coded = encode_gops(*predictor, shape, gops, settings);
+        const auto plain = encode_gops(*predictor, shape, gops, without);
+        INFO("with motion " << coded[0].bytes.size() << " bytes, without " << plain[0].bytes.size());
+        CHECK(coded[0].bytes.size() * 10 < plain[0].bytes.size() * 8);
+        CHECK(coded[0].bytes[0] == 4);  // chunk version 4: coded motion
+
+        const std::span<const std::uint8_t> chunks[] = {coded[0].bytes};
+        const std::size_t counts[] = {frames.size()};
+        const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
+        REQUIRE(decoded[0] == coded[0].reconstruction);
+        for (std::size_t t = 0; t < frames.size(); ++t)
+          for (std::size_t i = 0; i < frames[t].size(); ++i)
+            REQUIRE(std::abs(int(decoded[0][t][i]) - int(frames[t][i])) <= int(bound.abs));
+
+        // Damage in the motion stream (the chunk's last blob) is an error, never a wrong frame.
+        auto damaged = coded[0].bytes;
+        damaged[damaged.size() - 3] ^= 0x5A;
+        const std::span<const std::uint8_t> bad[] = {damaged};
+        try {
+          const auto out = decode_gops(*predictor, shape, bad, counts, settings);
+          CHECK(out[0] != decoded[0]);  // decodes to something else: the frame checksums catch it
+        } catch (const std::exception&) {
+          SUCCEED("refused");
+        }
+      }
+    }
+  }
+}
