@@ -18,7 +18,7 @@ using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
 struct CompressOptions {
   CodingSettings coding;
-  std::string predictor = "previous";  // intra, previous, linear, motion or prednet
+  std::string predictor = "auto";  // auto, intra, previous, linear, motion or prednet
   LearnedPredictorOptions learned;     // --predictor prednet
   GopPolicy gop;
   SourceOptions source;  // how INPUT is read (compress(); compress_sources takes open sources)

@@ -59,14 +59,38 @@ class IntraOnlyPredictor final : public Predictor {
   void observe(std::span<GopState* const>, std::span<const std::span<const std::uint16_t>>) const override {}
 };
 
+// The encoder's choice per GOP (compressor/gop_codec.cpp measures it): the default, so that no
+// user has to know that depth maps want `intra`. Between the choices it forecasts as `previous`,
+// which the dynamic GOP window uses to place key frames.
+class AutoPredictor final : public HistoryPredictor {
+ public:
+  PredictorIdentity identity() const override { return named("auto"); }
+  bool forecasts_previous_frame() const override { return true; }
+  std::span<const Predictor* const> choices() const override {
+    static const PreviousFramePredictor previous;
+    static const IntraOnlyPredictor intra;
+    static const LinearExtrapolationPredictor linear;
+    // The order is the archive format (chunk predictor byte - 1); ties go to the first.
+    static const Predictor* const list[] = {&previous, &intra, &linear};
+    return list;
+  }
+  void forecast(std::span<GopState* const> gops, std::span<const std::span<std::uint16_t>> forecasts) const override {
+    for (std::size_t i = 0; i < gops.size(); ++i) {
+      const auto& state = static_cast<const FrameHistory&>(*gops[i]);
+      std::copy(state.last.begin(), state.last.end(), forecasts[i].begin());
+    }
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<Predictor> make_classical_predictor(const std::string& kind) {
+  if (kind == "auto") return std::make_unique<AutoPredictor>();
   if (kind == "intra") return std::make_unique<IntraOnlyPredictor>();
   if (kind == "previous") return std::make_unique<PreviousFramePredictor>();
   if (kind == "linear") return std::make_unique<LinearExtrapolationPredictor>();
   if (kind == "motion") return make_motion_predictor();
-  throw std::invalid_argument("unknown predictor '" + kind + "' (intra, previous, linear, motion)");
+  throw std::invalid_argument("unknown predictor '" + kind + "' (auto, intra, previous, linear, motion)");
 }
 
 }  // namespace tezip

@@ -53,6 +53,9 @@ class Predictor {
   // GOP codec then uses that frame in place and calls neither forecast nor observe, saving two
   // copies of every frame.
   virtual bool forecasts_previous_frame() const { return false; }
+  // A predictor that lets the encoder choose, per GOP, among these (`auto`): the chunk records the
+  // choice as its index + 1, and the decoder takes the same one. Empty for every other predictor.
+  virtual std::span<const Predictor* const> choices() const { return {}; }
   // How many GOPs the encoder should hand to one forecast call (a network runs them as one batch).
   virtual std::size_t preferred_batch() const { return 1; }
   // A new GOP whose key frame (reconstructed) is `key_frame`.
@@ -63,8 +66,9 @@ class Predictor {
   virtual void observe(std::span<GopState* const> gops, std::span<const std::span<const std::uint16_t>> frames) const = 0;
 };
 
-// "intra", "previous" (y[t-1]), "linear" (2 y[t-1] - y[t-2], clamped) or "motion" (see
-// motion_predictor.hpp). Throws std::invalid_argument.
+// "intra", "previous" (y[t-1]), "linear" (2 y[t-1] - y[t-2], clamped), "motion" (see
+// motion_predictor.hpp) or "auto" (per GOP the one of previous, intra and linear that codes a sample
+// of its frames smallest). Throws std::invalid_argument.
 std::unique_ptr<Predictor> make_classical_predictor(const std::string& kind);
 
 }  // namespace tezip

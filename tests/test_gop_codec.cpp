@@ -5,6 +5,7 @@
 
 #include "compressor/gop_codec.hpp"
 #include "format/byte_io.hpp"
+#include "format/errors.hpp"
 
 using namespace tezip;
 using codecs::BoundMode;
@@ -192,7 +193,8 @@ TEST_CASE("colour channels whose residuals move together are coded as difference
       // marks channels 1 and 2 of every frame as differences (mode flag 0x20), channel 0 never.
       ByteReader in(coded[0].bytes, "chunk");
       CHECK(in.u8() == 4);
-      in.u8();
+      in.u8();  // quantizer
+      in.u8();  // predictor choice
       const std::size_t planes = in.varint();
       REQUIRE(planes == frames.size());
       for (std::size_t t = 0; t < planes; ++t)
@@ -207,5 +209,66 @@ TEST_CASE("colour channels whose residuals move together are coded as difference
       if (bound.mode == BoundMode::Lossless) CHECK(decoded == frames);
       check_bound(bound, colour, frames, decoded);
     }
+  }
+}
+
+TEST_CASE("the auto predictor chooses per GOP, records it, and decodes what it chose", "[gop][auto]") {
+  const FrameShape shape{64, 48, 1, 1000};
+  // GOP 0: a still scene with sensor noise (the previous frame predicts it); GOP 1: a piecewise
+  // smooth image whose content jumps every frame (only the spatial coder predicts it).
+  GopFrames still, jumping;
+  std::mt19937 rng(3);
+  std::vector<std::uint16_t> base(shape.size());
+  for (std::size_t i = 0; i < base.size(); ++i) base[i] = std::uint16_t(200 + (i % 64) * 7 + rng() % 400);
+  for (int t = 0; t < 8; ++t) {
+    auto f = base;
+    for (auto& v : f) v = std::uint16_t(std::clamp(int(v) + int(rng() % 3) - 1, 0, 1000));
+    still.push_back(std::move(f));
+    // Flat rectangles of random levels at random places, new ones every frame (a depth map of a
+    // scene cut every frame): exact zeros spatially, large differences in time.
+    std::vector<std::uint16_t> j(shape.size(), 500);
+    for (int r = 0; r < 6; ++r) {
+      const std::uint32_t x0 = rng() % 48, y0 = rng() % 32, w = 8 + rng() % 16, h = 8 + rng() % 16;
+      const std::uint16_t level = std::uint16_t(rng() % 1000);
+      for (std::uint32_t y = y0; y < std::min(shape.height, y0 + h); ++y)
+        for (std::uint32_t x = x0; x < std::min(shape.width, x0 + w); ++x) j[y * shape.width + x] = level;
+    }
+    jumping.push_back(std::move(j));
+  }
+  const auto predictor = make_classical_predictor("auto");
+  REQUIRE(predictor->identity().kind == "auto");
+  REQUIRE(predictor->choices().size() == 3);
+  for (const codecs::ErrorBound bound : {codecs::ErrorBound{}, codecs::ErrorBound{BoundMode::Abs, 2, 0}}) {
+    INFO(codecs::describe(bound));
+    CodingSettings settings;
+    settings.bound = bound;
+    const GopFrames* gops[] = {&still, &jumping};
+    const auto coded = encode_gops(*predictor, shape, gops, settings);
+    // Chunk bytes: version, quantizer, predictor choice (index + 1 into choices(): previous, intra, linear).
+    CHECK(int(coded[0].bytes[2]) == 1);
+    CHECK((coded[1].bytes[2] >= 1 && coded[1].bytes[2] <= 3));
+    // The choice is the smaller of what each candidate codes.
+    for (std::size_t g = 0; g < 2; ++g) {
+      const GopFrames* one[] = {gops[g]};
+      for (const auto* candidate : predictor->choices())
+        CHECK(coded[g].bytes.size() <= encode_gops(*candidate, shape, one, settings)[0].bytes.size() * 102 / 100);
+    }
+    const std::span<const std::uint8_t> chunks[] = {coded[0].bytes, coded[1].bytes};
+    const std::size_t counts[] = {8, 8};
+    const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
+    CHECK(decoded[0] == coded[0].reconstruction);
+    CHECK(decoded[1] == coded[1].reconstruction);
+    check_bound(bound, shape, still, decoded[0]);
+    check_bound(bound, shape, jumping, decoded[1]);
+
+    // A choice the predictor does not offer, or any choice under a predictor without choices, is refused.
+    auto bad = coded[1].bytes;
+    bad[2] = 4;
+    const std::span<const std::uint8_t> bad_chunks[] = {bad};
+    const std::size_t one_count[] = {8};
+    CHECK_THROWS_AS(decode_gops(*predictor, shape, bad_chunks, one_count, settings), DataError);
+    const auto intra = make_classical_predictor("intra");
+    const std::span<const std::uint8_t> chosen_chunk[] = {coded[1].bytes};
+    CHECK_THROWS_AS(decode_gops(*intra, shape, chosen_chunk, one_count, settings), DataError);
   }
 }
