@@ -136,7 +136,8 @@ struct ChunkStore::State {
   std::vector<bool> held;
   std::uint64_t bytes_held = 0;
   mutable Traffic traffic;
-  std::vector<std::unique_ptr<ArchiveReader>> sources;  // opened by stage()
+  std::vector<Fd> sources;  // opened by stage(); chunks are read at the offsets of the (identical) index
+  bool source_checked = false;  // the source's frames were read (and matched) in this process
 
   fs::path manifest() const { return dir / kManifest; }
   const ChunkEntry& entry(std::size_t c) const {
@@ -278,6 +279,7 @@ struct ChunkStore::State {
     for (std::size_t i = 0; i < paths.size(); ++i) write_mirror(shards[i], frames[i]);
     sync_folder(dir / "shards");
     open_shards();
+    source_checked = true;
   }
 
   void open(const fs::path& directory, const fs::path* source_path) {
@@ -292,6 +294,9 @@ struct ChunkStore::State {
         std::vector<ArchiveFrame> frames;
         for (const auto& p : paths) frames.push_back(read_frame(p));
         check_identity(paths, frames);
+        std::lock_guard lock(mutex);
+        for (const auto& f : frames) traffic.source_bytes += f.header.size() + f.tail.size();
+        source_checked = true;
       }
       return;
     }
@@ -304,12 +309,39 @@ struct ChunkStore::State {
   void open_sources() {
     if (!sources.empty()) return;
     const auto paths = archive_paths(source);
-    std::vector<ArchiveFrame> frames;
-    for (const auto& p : paths) frames.push_back(read_frame(p));
-    check_identity(paths, frames);
-    for (const auto& p : paths) sources.push_back(std::make_unique<ArchiveReader>(p));
-    std::lock_guard lock(mutex);
-    for (const auto& f : frames) traffic.source_bytes += f.header.size() + f.tail.size();
+    if (!source_checked) {
+      std::vector<ArchiveFrame> frames;
+      for (const auto& p : paths) frames.push_back(read_frame(p));
+      check_identity(paths, frames);
+      std::lock_guard lock(mutex);
+      for (const auto& f : frames) traffic.source_bytes += f.header.size() + f.tail.size();
+    }
+    source_checked = true;
+    for (const auto& p : paths) {
+      sources.emplace_back(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+      if (sources.back().get() < 0) {
+        sources.clear();
+        throw InputError(p.string() + ": cannot open: " + errno_text());
+      }
+    }
+  }
+
+  std::vector<std::uint8_t> read_source(std::size_t c) const {
+    const auto& e = entry(c);
+    const auto& path = shards[chunks[c].shard].source;
+    std::vector<std::uint8_t> bytes(e.size);
+    read_exact(sources[chunks[c].shard].get(), bytes.data(), bytes.size(), e.offset, path);
+    if (hash_bytes(bytes) != e.hash)
+      throw DataError(path.string() + ": " + describe_chunk(c) + " checksum mismatch (the archive is damaged)");
+    return bytes;
+  }
+
+  std::string describe_chunk(std::size_t c) const {
+    const auto& s = shards[chunks[c].shard];
+    const auto& e = entry(c);
+    return "chunk " + std::to_string(c) + " (sequence '" + s.reader->index().sequences[e.sequence].name + "' frames " +
+           std::to_string(e.first_frame) + "-" + std::to_string(e.first_frame + e.frame_count - 1) + " of shard " +
+           std::to_string(chunks[c].shard) + " '" + s.source.filename().string() + "')";
   }
 
   void put(std::size_t c, std::span<const std::uint8_t> bytes) {
@@ -377,11 +409,7 @@ std::uint64_t ChunkStore::capacity() const { return state_->options.capacity; }
 std::string ChunkStore::describe(std::size_t chunk) const {
   if (chunk >= state_->chunks.size())
     return "chunk " + std::to_string(chunk) + " (the data has " + std::to_string(state_->chunks.size()) + ")";
-  const auto& s = state_->shards[state_->chunks[chunk].shard];
-  const auto& e = state_->entry(chunk);
-  return "chunk " + std::to_string(chunk) + " (sequence '" + s.reader->index().sequences[e.sequence].name + "' frames " +
-         std::to_string(e.first_frame) + "-" + std::to_string(e.first_frame + e.frame_count - 1) + " of shard " +
-         std::to_string(state_->chunks[chunk].shard) + " '" + s.source.filename().string() + "')";
+  return state_->describe_chunk(chunk);
 }
 
 void ChunkStore::stage(std::span<const std::size_t> chunks) {
@@ -398,8 +426,7 @@ void ChunkStore::stage(std::span<const std::size_t> chunks) {
   s.open_sources();
   std::sort(wanted.begin(), wanted.end());  // in file order
   for (auto c : wanted) {
-    const auto& ch = s.chunks[c];
-    const auto bytes = s.sources[ch.shard]->read_chunk(ch.local);  // checked against the index's hash
+    const auto bytes = s.read_source(c);  // checked against the index's hash
     {
       std::lock_guard lock(s.mutex);
       s.traffic.source_bytes += bytes.size();
