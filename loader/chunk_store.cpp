@@ -1,6 +1,7 @@
 #include "loader/chunk_store.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -126,6 +127,7 @@ struct ChunkStore::State {
   };
 
   fs::path dir, source;
+  Fd lock;  // the folder, flock()ed while the store is open: one process writes a store at a time
   ChunkStoreOptions options;
   std::vector<Shard> shards;
   std::vector<Chunk> chunks;
@@ -245,8 +247,13 @@ struct ChunkStore::State {
       throw DataError(manifest().string() + ": damaged chunk store manifest: " + e.what());
     }
     open_shards();
-    for (const auto& c : j.at("held")) {
-      const auto i = c.get<std::size_t>();
+    std::vector<std::size_t> list;
+    try {
+      list = j.at("held").get<std::vector<std::size_t>>();
+    } catch (const std::exception& e) {
+      throw DataError(manifest().string() + ": damaged chunk store manifest: " + e.what());
+    }
+    for (const auto i : list) {
       if (i >= held.size()) throw DataError(manifest().string() + ": held chunk " + std::to_string(i) + " out of range");
       if (!held[i]) bytes_held += size_of(i);
       held[i] = true;
@@ -264,6 +271,7 @@ struct ChunkStore::State {
     std::error_code ec;
     fs::create_directories(dir / "shards", ec);
     if (ec) throw OutputError((dir / "shards").string() + ": cannot create: " + ec.message());
+    if (lock.get() < 0) take_lock();
     for (std::size_t i = 0; i < paths.size(); ++i) {
       Shard s;
       s.source = paths[i];
@@ -282,11 +290,19 @@ struct ChunkStore::State {
     source_checked = true;
   }
 
+  void take_lock() {
+    lock = Fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (lock.get() < 0) throw InputError(dir.string() + ": cannot open: " + errno_text());
+    if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0)
+      throw InputError(dir.string() + ": the chunk store is open in another process (or object); one process per store");
+  }
+
   void open(const fs::path& directory, const fs::path* source_path) {
     dir = fs::absolute(directory).lexically_normal();
     std::error_code ec;
     const auto status = fs::status(dir, ec);
     if (fs::exists(status) && !fs::is_directory(status)) throw InputError(dir.string() + ": not a folder (a chunk store is a folder)");
+    if (fs::exists(status)) take_lock();
     if (fs::exists(manifest())) {
       load_manifest();
       if (source_path) {

@@ -32,7 +32,9 @@ struct ChunkStoreOptions {
 //                          the chunks held at their original offsets, holes elsewhere
 // The store creates only these (and temporary names beside them, renamed into place) and removes
 // nothing else: a folder that is neither empty nor a store is refused. A chunk is in the manifest
-// only once its bytes, checked against the index's hash, are synced. Thread-safe.
+// only once its bytes, checked against the index's hash, are synced. Thread-safe; one open store
+// per folder (an flock on it): other processes share it through Readers of one store, not by
+// opening it again.
 class ChunkStore {
  public:
   // Opens the store in `directory`, creating it for `source` (an archive or dataset index) when the

@@ -226,8 +226,16 @@ TEST_CASE("ChunkStore creates only its own files and touches nothing else", "[st
     CHECK(allocated_bytes(copy) < full);
     CHECK(store.held() == std::vector<std::size_t>{all.back()});
     store.set_tag("plan=1 epoch=2");
+    CHECK_THROWS_WITH(ChunkStore(dir / "store"), Catch::Matchers::Contains("open in another process"));
+  }
+  SECTION("reopened, it holds what it held") {
+    {
+      ChunkStore store(dir / "store", data().archive);
+      store.stage(std::vector<std::size_t>{4, 7});
+      store.set_tag("plan=1 epoch=2");
+    }
     const ChunkStore reopened(dir / "store");
-    CHECK(reopened.held() == std::vector<std::size_t>{all.back()});
+    CHECK(reopened.held() == std::vector<std::size_t>{4, 7});
     CHECK(reopened.tag() == "plan=1 epoch=2");
     CHECK(listing(dir / "store").size() == 3);
   }
