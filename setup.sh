@@ -8,7 +8,7 @@ cd "$(dirname "$0")"
 
 PACKAGES=(build-essential cmake pkg-config libzstd-dev libxxhash-dev libopencv-dev libcxxopts-dev catch2
           nlohmann-json3-dev libssl-dev                             # dataset index, SHA-256 of model weights
-          libopenmpi-dev openmpi-bin                                # batch jobs (MPI optional at build time)
+          libopenmpi-dev openmpi-bin python3-mpi4py                 # batch jobs, the chunk exchange (MPI optional at build time)
           pybind11-dev python3-dev python3-numpy                    # the Python loader module
           python3-pil                                               # bench/loader_python.py: the PNG reader it is measured against
           python3-setuptools python3-wheel python3-pip python3-venv # pip install ./python, offline

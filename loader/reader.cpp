@@ -11,6 +11,7 @@
 #include "format/dataset_index.hpp"
 #include "compressor/decoder.hpp"
 #include "format/errors.hpp"
+#include "loader/chunk_store.hpp"
 
 namespace tezip {
 
@@ -62,6 +63,7 @@ struct Reader::State {
   std::vector<Block> blocks;
   std::vector<std::size_t> block_archive;  // archive of each block
   std::size_t capacity = 1;
+  std::shared_ptr<const ChunkStore> store;  // when reading a store's partial copy
 
   // LRU of decoded GOPs; an entry is in flight until its future is ready, so a second request for
   // a GOP being decoded waits for it instead of decoding it again.
@@ -88,6 +90,21 @@ struct Reader::State {
     }
   }
 
+  void open(const std::vector<std::filesystem::path>& paths) {
+    for (const auto& path : paths) {
+      const std::size_t a = archives.size();
+      archives.push_back(std::make_unique<ArchiveDecoder>(path));
+      const auto& index = archives.back()->index();
+      const std::size_t sequence_base = sequences.size();
+      first_block.push_back(blocks.size());
+      for (std::size_t q = 0; q < index.sequences.size(); ++q) sequences.push_back({a, q});
+      for (const auto& c : index.chunks) {
+        blocks.push_back({sequence_base + std::size_t(c.sequence), std::size_t(c.first_frame), std::size_t(c.frame_count), c.size});
+        block_archive.push_back(a);
+      }
+    }
+  }
+
   std::shared_ptr<const DecodedGop> get(std::size_t block) const {
     std::promise<std::shared_ptr<const DecodedGop>> promise;
     {
@@ -105,8 +122,13 @@ struct Reader::State {
       cache.emplace(block, Entry{promise.get_future().share(), recency.begin(), false});
     }
     try {
+      if (store && !store->has(block))
+        throw ChunkMissing("the chunk store " + store->directory().string() + " does not hold " + store->describe(block) +
+                           "; it holds " + std::to_string(store->held().size()) + " of " + std::to_string(blocks.size()) +
+                           " chunks (those this rank's samples need this epoch)");
       const auto a = block_archive[block];
       auto frames = std::make_shared<const DecodedGop>(archives[a]->decode_chunk(block - first_block[a]));
+      if (store) store->count_store_read(blocks[block].bytes);
       promise.set_value(frames);
       std::lock_guard lock(mutex);
       auto e = cache.find(block);
@@ -128,20 +150,15 @@ struct Reader::State {
 };
 
 Reader::Reader(const std::filesystem::path& input, const ReaderOptions& options) : state_(std::make_unique<State>()) {
-  auto& s = *state_;
-  s.capacity = std::max<std::size_t>(1, options.cache_gops);
-  for (const auto& path : archive_paths(input)) {
-    const std::size_t a = s.archives.size();
-    s.archives.push_back(std::make_unique<ArchiveDecoder>(path));
-    const auto& index = s.archives.back()->index();
-    const std::size_t sequence_base = s.sequences.size();
-    s.first_block.push_back(s.blocks.size());
-    for (std::size_t q = 0; q < index.sequences.size(); ++q) s.sequences.push_back({a, q});
-    for (const auto& c : index.chunks) {
-      s.blocks.push_back({sequence_base + std::size_t(c.sequence), std::size_t(c.first_frame), std::size_t(c.frame_count), c.size});
-      s.block_archive.push_back(a);
-    }
-  }
+  state_->capacity = std::max<std::size_t>(1, options.cache_gops);
+  state_->open(archive_paths(input));
+}
+
+Reader::Reader(std::shared_ptr<const ChunkStore> store, const ReaderOptions& options) : state_(std::make_unique<State>()) {
+  if (!store) throw std::invalid_argument("Reader: no chunk store");
+  state_->capacity = std::max<std::size_t>(1, options.cache_gops);
+  state_->open(store->archives());
+  state_->store = std::move(store);
 }
 
 Reader::~Reader() = default;

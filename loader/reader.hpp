@@ -11,6 +11,8 @@
 
 namespace tezip {
 
+class ChunkStore;
+
 // How the pixels of a clip are laid out in memory.
 enum class ClipLayout : std::uint8_t {
   Planar,       // (T, C, H, W): what the archive stores, and what torch wants
@@ -57,6 +59,9 @@ struct ReaderOptions {
 class Reader {
  public:
   explicit Reader(const std::filesystem::path& input, const ReaderOptions& options = {});
+  // Over a node-local chunk store's partial copy: never opens the global file. A GOP the store
+  // does not hold raises ChunkMissing naming it.
+  explicit Reader(std::shared_ptr<const ChunkStore> store, const ReaderOptions& options = {});
   ~Reader();
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;

@@ -15,6 +15,9 @@
 #include <thread>
 #include <unordered_map>
 
+#include "loader/chunk_store.hpp"
+#include "loader/exchange.hpp"
+
 namespace tezip {
 namespace {
 
@@ -199,6 +202,24 @@ ExchangeReport StreamPlan::exchange(std::uint64_t epoch) const {
   return report;
 }
 
+std::vector<std::vector<std::size_t>> StreamPlan::chunks_needed(std::uint64_t epoch) const {
+  const auto owner = owners(epoch);
+  std::vector<std::vector<std::size_t>> needed(options_.world_size);
+  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+    if (owner[b] == kNone) continue;
+    auto& mine = needed[owner[b]];
+    // The last sample of the block reads up to this frame; the GOPs after b up to it are needed too.
+    const std::size_t last = samples_[b].first_start + (samples_[b].count - 1) * options_.stride + options_.clip_len - 1;
+    for (std::size_t c = b; c < blocks_.size() && blocks_[c].sequence == blocks_[b].sequence && blocks_[c].first_frame <= last; ++c)
+      mine.push_back(c);
+  }
+  for (auto& mine : needed) {
+    std::sort(mine.begin(), mine.end());
+    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+  }
+  return needed;
+}
+
 std::size_t StreamPlan::samples_per_rank(std::uint64_t epoch) const {
   const auto sizes = shard_sizes(owners(epoch));
   return options_.balance == Balance::Repeat ? *std::max_element(sizes.begin(), sizes.end())
@@ -274,6 +295,7 @@ struct Stream::Impl {
   std::uint64_t config = 0;
   RankOrder order;
   ExchangeReport report;
+  ExchangeStats store_stats;
   std::size_t position = 0;
 
   // Work is handed out as runs of decode positions from one block, so a GOP is decoded once by
@@ -394,6 +416,24 @@ Stream::Stream(const std::filesystem::path& input, const StreamOptions& options,
 
 Stream::Stream(std::shared_ptr<const Reader> reader, const StreamOptions& options, std::optional<StreamState> resume)
     : impl_(std::make_unique<Impl>()) {
+  open(std::move(reader), options, resume);
+}
+
+Stream::Stream(std::shared_ptr<ChunkStore> store, std::shared_ptr<ChunkExchange> exchange, const StreamOptions& options,
+               std::optional<StreamState> resume)
+    : impl_(std::make_unique<Impl>()) {
+  if (!store) throw std::invalid_argument("Stream: no chunk store");
+  ReaderOptions r;
+  r.cache_gops = options.cache_gops ? options.cache_gops : 2 * std::size_t(options.threads) + 4;
+  auto reader = std::make_shared<const Reader>(std::shared_ptr<const ChunkStore>(store), r);
+  StreamOptions o = options;
+  if (resume) o.epoch = resume->epoch;
+  const StreamPlan plan(*reader, o);
+  impl_->store_stats = exchange ? exchange->prepare(plan, o.epoch) : prepare_from_source(*store, plan, o.epoch);
+  open(std::move(reader), options, resume);
+}
+
+void Stream::open(std::shared_ptr<const Reader> reader, const StreamOptions& options, std::optional<StreamState> resume) {
   auto& m = *impl_;
   m.reader = std::move(reader);
   m.options = options;
@@ -451,6 +491,7 @@ std::size_t Stream::size() const { return impl_->order.deliver.size(); }
 std::size_t Stream::position() const { return impl_->position; }
 StreamState Stream::state() const { return {impl_->options.epoch, impl_->position, impl_->config}; }
 const ExchangeReport& Stream::exchange_report() const { return impl_->report; }
+const ExchangeStats& Stream::store_stats() const { return impl_->store_stats; }
 const StreamOptions& Stream::options() const { return impl_->options; }
 const Reader& Stream::reader() const { return *impl_->reader; }
 

@@ -11,6 +11,10 @@
 
 namespace tezip {
 
+class ChunkStore;
+class ChunkExchange;
+struct ExchangeStats;
+
 // How ranks are given equal sample counts (DDP hangs when one rank runs out before the others).
 enum class Balance : std::uint8_t {
   // Every rank delivers as many samples as the largest shard: a shorter shard appends repeats of
@@ -97,9 +101,13 @@ class StreamPlan {
   // owner[b] for every block b of the Reader (SIZE_MAX for blocks without samples).
   std::vector<std::size_t> owners(std::uint64_t epoch) const;
   ExchangeReport exchange(std::uint64_t epoch) const;
+  // The chunks (blocks) each rank's samples read in `epoch`, sorted: those it owns and the GOPs
+  // its clips read on into. What its chunk store must hold.
+  std::vector<std::vector<std::size_t>> chunks_needed(std::uint64_t epoch) const;
   RankOrder order(std::uint64_t epoch, std::size_t rank) const;
   std::size_t samples_per_rank(std::uint64_t epoch) const;
   std::uint64_t fingerprint() const;
+  const StreamOptions& options() const { return options_; }
 
  private:
   struct BlockSamples {
@@ -120,6 +128,10 @@ class Stream {
  public:
   Stream(const std::filesystem::path& input, const StreamOptions& options, std::optional<StreamState> resume = {});
   Stream(std::shared_ptr<const Reader> reader, const StreamOptions& options, std::optional<StreamState> resume = {});
+  // Over a node-local chunk store (loader/exchange.hpp): first brought to the epoch, by `exchange`
+  // over MPI when given (collective), else from the source, then read alone.
+  Stream(std::shared_ptr<ChunkStore> store, std::shared_ptr<ChunkExchange> exchange, const StreamOptions& options,
+         std::optional<StreamState> resume = {});
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -130,11 +142,13 @@ class Stream {
   std::size_t position() const;  // samples delivered so far
   StreamState state() const;
   const ExchangeReport& exchange_report() const;
+  const ExchangeStats& store_stats() const;  // what bringing the store to this epoch moved (zeros without a store)
   const StreamOptions& options() const;
   const Reader& reader() const;
 
  private:
   struct Impl;
+  void open(std::shared_ptr<const Reader> reader, const StreamOptions& options, std::optional<StreamState> resume);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -111,6 +111,26 @@ class TezipTest(unittest.TestCase):
                  "assert 'libtorch' not in open('/proc/self/maps').read(), 'libtorch is mapped'")
         subprocess.run([sys.executable, "-c", check, out], check=True)
 
+    def test_stream_over_a_store(self):
+        store = os.path.join(self.tmp.name, "store")
+        path = self.paths["gray"]
+        for epoch in range(3):
+            kwargs = dict(clip_len=2, rank=1, world_size=2, seed=3, epoch=epoch, exchange=0.0, shuffle_buffer=4)
+            got = [(s.sequence, s.start, s.frames.tobytes()) for s in tezip.Stream(path, store=store, **kwargs)]
+            want = [(s.sequence, s.start, s.frames.tobytes()) for s in tezip.Stream(path, **kwargs)]
+            self.assertEqual(got, want)
+            stats = tezip.Stream(path, store=store, **kwargs).store_stats()
+            self.assertEqual(stats["staged_bytes"], 0)  # held since the first epoch
+        traffic = tezip.store_traffic(store)
+        self.assertLess(traffic["chunks_held"], traffic["chunks"])
+        self.assertTrue(os.path.exists(os.path.join(store, "tezip-store.json")))
+        self.assertTrue(issubclass(tezip.ChunkMissing, LookupError))
+        with self.assertRaisesRegex(ValueError, "comm= needs store="):
+            tezip.Stream(path, comm="world")
+        if not tezip.built_with_mpi:
+            with self.assertRaisesRegex(RuntimeError, "built without MPI"):
+                tezip.Stream(path, store=os.path.join(self.tmp.name, "store2"), comm="world")
+
     def test_corrupt_chunk_raises(self):
         damaged = os.path.join(self.tmp.name, "damaged.tzp")
         with open(self.paths["gray"], "rb") as f:
