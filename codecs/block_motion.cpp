@@ -323,6 +323,18 @@ void compensate(const MotionField& f, std::span<const std::uint16_t> reference, 
     }
 }
 
+MotionField scale_field(const MotionField& field, int num, int den) {
+  if (den <= 0) throw CodecError("motion vector scale with a non-positive denominator");
+  MotionField out = field;
+  auto scale = [&](int v) {
+    const long p = long(v) * num;
+    const long q = p >= 0 ? (p + den / 2) / den : -((-p + den / 2) / den);
+    return int(std::clamp<long>(q, -kMotionRange, kMotionRange));
+  };
+  for (auto& v : out.units) v = {std::int16_t(scale(v.x)), std::int16_t(scale(v.y))};
+  return out;
+}
+
 void append_motion_symbols(const MotionField& f, std::vector<std::uint32_t>& out) {
   for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
     for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {

@@ -63,6 +63,10 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
 // The motion-compensated forecast of a field: `out` = reference displaced block by block.
 void compensate(const MotionField& field, std::span<const std::uint16_t> reference, std::span<std::uint16_t> out);
 
+// The field with every vector scaled by num / den (rounded half away from zero) and clamped to the
+// range: the vectors towards a reference on the other side of the frame (num < 0), for bi-prediction.
+MotionField scale_field(const MotionField& field, int num, int den);
+
 // Appends the field's symbols (split flags, then the zigzagged differences between each vector and
 // its prediction from the neighbours coded before it) to `out`.
 void append_motion_symbols(const MotionField& field, std::vector<std::uint32_t>& out);

@@ -190,6 +190,83 @@ void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span
   }
 }
 
+constexpr std::size_t kNoFrame = SIZE_MAX;
+
+// The mean of two forecasts, rounded up: bi-prediction.
+void average(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b, std::span<std::uint16_t> out) {
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::uint16_t((std::uint32_t(a[i]) + b[i] + 1) >> 1);
+}
+
+// The field towards `far`, on the other side of frame t from the field's reference `near`.
+codecs::MotionField far_field(const codecs::MotionField& field, std::size_t t, std::size_t near, std::size_t far) {
+  const int d_near = int(near > t ? near - t : t - near), d_far = int(far > t ? far - t : t - far);
+  return codecs::scale_field(field, -d_far, d_near);
+}
+
+// A frame of a bidirectional GOP in coding order, forecast from the reconstructions of frames lo
+// and hi on either side (hi == lo: from lo alone).
+struct OrderedFrame {
+  std::size_t t = 0, lo = 0, hi = 0;
+  // The reference for coded motion: the nearer side (the earlier one on a tie).
+  std::size_t reference() const { return hi - t < t - lo ? hi : lo; }
+};
+
+// The hierarchical order of a GOP of n frames after its key frame 0: the last frame from the key
+// frame, then the middle of every interval between coded frames, coarse to fine (SZ3's
+// interpolation in time; B-frames in video coding).
+std::vector<OrderedFrame> hierarchical_order(std::size_t n) {
+  std::vector<OrderedFrame> order;
+  if (n < 2) return order;
+  order.push_back({n - 1, 0, 0});
+  std::vector<std::pair<std::size_t, std::size_t>> level{{0, n - 1}}, next;
+  while (!level.empty()) {
+    next.clear();
+    for (const auto [lo, hi] : level) {
+      if (hi - lo < 2) continue;
+      const std::size_t mid = (lo + hi) / 2;
+      order.push_back({mid, lo, hi});
+      next.emplace_back(lo, mid);
+      next.emplace_back(mid, hi);
+    }
+    level.swap(next);
+  }
+  return order;
+}
+
+// The forecast of frame t from the frames lo < t < hi on either side: their linear interpolation in
+// time, rounded to nearest (integers: the same bytes everywhere); from lo alone when hi == lo.
+void interpolate(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b, const OrderedFrame& f,
+                 std::span<std::uint16_t> out) {
+  if (f.hi == f.lo) {
+    std::copy(a.begin(), a.end(), out.begin());
+    return;
+  }
+  const std::uint32_t wa = std::uint32_t(f.hi - f.t), wb = std::uint32_t(f.t - f.lo), w = wa + wb;
+  if (wa == wb) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::uint16_t((std::uint32_t(a[i]) + b[i] + 1) >> 1);
+    return;
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::uint16_t((a[i] * wa + b[i] * wb + w / 2) / w);
+}
+
+// Drives the frames of each GOP after its key frame in hierarchical order, identically for encoder
+// and decoder: `code_plane(g, t, c, forecast)` codes or decodes each plane against its slice of the
+// interpolated forecast; `reference[g][t]` is set before, the frame coded motion may refer to.
+template <class CodePlane, class Reconstruction>
+void run_hierarchical(const FrameShape& shape, std::span<const std::size_t> lengths, std::vector<std::vector<std::size_t>>& reference,
+                      std::vector<std::vector<std::size_t>>& far_reference, CodePlane code_plane, Reconstruction reconstruction) {
+  const std::size_t plane_size = std::size_t(shape.width) * shape.height;
+  std::vector<std::uint16_t> forecast(shape.size());
+  for (std::size_t g = 0; g < lengths.size(); ++g)
+    for (const OrderedFrame& f : hierarchical_order(lengths[g])) {
+      interpolate(reconstruction(g, f.lo), reconstruction(g, f.hi), f, forecast);
+      reference[g][f.t] = f.reference();
+      far_reference[g][f.t] = f.hi == f.lo ? kNoFrame : f.reference() == f.lo ? f.hi : f.lo;
+      for (std::uint32_t c = 0; c < shape.channels; ++c)
+        code_plane(g, f.t, c, std::span<const std::uint16_t>(forecast).subspan(c * plane_size, plane_size));
+    }
+}
+
 }  // namespace
 
 double mean_squared_error(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b, std::uint32_t max_value) {
@@ -219,6 +296,12 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   std::vector<std::uint32_t> motion_symbols;
   // The last motion field searched per (GOP, channel): its vectors are the next frame's candidates.
   std::vector<codecs::MotionField> motion_hints(settings.coded_motion ? gops.size() : 0);
+  // reference[g][t]: the reconstructed frame coded motion of frame t refers to (t - 1 in sequential
+  // GOPs; the nearer coded neighbour in bidirectional ones).
+  std::vector<std::vector<std::size_t>> reference(gops.size()), far_reference(gops.size());
+  // far_reference[g][t]: in bidirectional GOPs, the coded frame on the other side (kNoFrame: none);
+  // a motion field may then be used towards both, and the two forecasts averaged (bi-prediction).
+  std::vector<std::uint16_t> bi_compensated(settings.coded_motion && predictor.bidirectional() ? shape.size() : 0);
   codecs::ResidualBits residual_bits;  // for the motion search, at residual_bits_tolerance
   std::uint32_t residual_bits_tolerance = 0;
   std::pair<std::size_t, std::size_t> channel0_motion{SIZE_MAX, SIZE_MAX};  // (GOP, frame) whose channel 0 took motion
@@ -252,19 +335,19 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   auto choose_motion = [&](std::size_t g, std::size_t t, const std::uint16_t* frame, const std::uint16_t* frame_forecast,
                            std::span<const std::uint16_t> forecast0, std::uint32_t tolerance0) {
     motion_symbols.clear();
-    const std::uint16_t* previous_frame = encoded[g].reconstruction[t - 1].data();
-    const std::span<const std::uint16_t> plane(frame, plane_size), reference(previous_frame, plane_size);
+    const std::uint16_t* previous_frame = encoded[g].reconstruction[reference[g][t]].data();
+    const std::span<const std::uint16_t> plane(frame, plane_size), near_plane(previous_frame, plane_size);
     codecs::MotionField& hint = motion_hints[g];
     const bool uniform = !settings.bound.pointwise();
     if (uniform && (residual_bits.bits.empty() || residual_bits_tolerance != tolerance0)) {
       residual_bits = codecs::ResidualBits::uniform(shape.max_value, tolerance0);
       residual_bits_tolerance = tolerance0;
     }
-    auto found = codecs::search_motion(plane, reference, shape.width, hint.units.empty() ? nullptr : &hint,
+    auto found = codecs::search_motion(plane, near_plane, shape.width, hint.units.empty() ? nullptr : &hint,
                                        uniform ? &residual_bits : nullptr);
     hint = std::move(found.field);
     std::uint64_t forecast_sad = found.zero_sad;
-    if (forecast0.data() != reference.data()) {
+    if (forecast0.data() != near_plane.data()) {
       forecast_sad = 0;
       for (std::size_t i = 0; i < plane_size; ++i) forecast_sad += std::uint64_t(std::abs(int(plane[i]) - int(forecast0[i])));
     }
@@ -273,8 +356,10 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       codecs::compensate(hint, std::span<const std::uint16_t>(previous_frame + k * plane_size, plane_size),
                          std::span<std::uint16_t>(compensated).subspan(k * plane_size, plane_size));
     codecs::append_motion_symbols(hint, motion_symbols);
-    if (settings.quantizer == QuantizerKind::Interval && settings.bound.mode != codecs::BoundMode::Lossless)
+    if (settings.quantizer == QuantizerKind::Interval && settings.bound.mode != codecs::BoundMode::Lossless) {
+      if (far_reference[g][t] != kNoFrame) motion_symbols.insert(motion_symbols.begin(), 0u);  // one side only
       return found.sad + found.vector_bits < forecast_sad - forecast_sad / 32;
+    }
     // The estimate of the frame's residuals: each channel as it is, or as its difference from the
     // previous channel where the tolerances allow and that is smaller (as code_plane will decide).
     auto frame_cost = [&](auto forecast_of) {
@@ -301,12 +386,30 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     std::transform(motion_symbols.begin(), motion_symbols.end(), signed_symbols.begin(), codecs::unzigzag);
     // The plane estimates sample every cost_sample_step-th row; the vectors count in the same units.
     const std::uint64_t vector_cost = codecs::estimate_cost_rows(signed_symbols) / codecs::cost_sample_step(shape.height);
-    const std::uint64_t with = vector_cost + frame_cost([&](std::uint32_t k) {
+    std::uint64_t with = vector_cost + frame_cost([&](std::uint32_t k) {
       return std::span<const std::uint16_t>(compensated).subspan(k * plane_size, plane_size);
     });
     const std::uint64_t without = frame_cost([&](std::uint32_t k) {
       return k == 0 ? forecast0 : std::span<const std::uint16_t>(frame_forecast + k * plane_size, plane_size);
     });
+    const std::size_t far = far_reference[g][t];
+    if (far != kNoFrame) {
+      // Bi-prediction: the field towards the far side too, and the mean of both displaced frames
+      // (what averaging both sides gains on noise, with motion). One symbol says which was taken.
+      const auto towards_far = far_field(hint, t, reference[g][t], far);
+      const std::uint16_t* far_frame = encoded[g].reconstruction[far].data();
+      for (std::uint32_t k = 0; k < shape.channels; ++k) {
+        const auto out = std::span<std::uint16_t>(bi_compensated).subspan(k * plane_size, plane_size);
+        codecs::compensate(towards_far, std::span<const std::uint16_t>(far_frame + k * plane_size, plane_size), out);
+        average(std::span<const std::uint16_t>(compensated).subspan(k * plane_size, plane_size), out, out);
+      }
+      const std::uint64_t bi = vector_cost + frame_cost([&](std::uint32_t k) {
+        return std::span<const std::uint16_t>(bi_compensated).subspan(k * plane_size, plane_size);
+      });
+      const bool use_bi = bi < with;
+      if (use_bi) compensated.swap(bi_compensated), with = bi;
+      motion_symbols.insert(motion_symbols.begin(), use_bi ? 1u : 0u);
+    }
     return with < without;
   };
   auto code_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
@@ -459,6 +562,9 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   for (std::size_t g = 0; g < gops.size(); ++g) {
     const auto& frames = *gops[g];
     if (frames.empty()) throw std::invalid_argument("empty GOP");
+    reference[g].resize(frames.size());
+    far_reference[g].assign(frames.size(), kNoFrame);
+    for (std::size_t t = 1; t < frames.size(); ++t) reference[g][t] = t - 1;
     for (const auto& f : frames)
       if (f.size() != shape.size()) throw std::invalid_argument("frame size differs from the GOP's shape");
     encoded[g].reconstruction.assign(frames.size(), std::vector<std::uint16_t>(shape.size()));
@@ -469,8 +575,14 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
 
   std::vector<std::size_t> lengths;
   for (const auto* g : gops) lengths.push_back(g->size());
-  run_lockstep(predictor, shape, states, lengths, code_plane,
-               [&](std::size_t g, std::size_t t) { return std::span<const std::uint16_t>(encoded[g].reconstruction[t]); });
+  const auto encoder_reconstruction = [&](std::size_t g, std::size_t t) {
+    return std::span<const std::uint16_t>(encoded[g].reconstruction[t]);
+  };
+  if (predictor.bidirectional()) {
+    run_hierarchical(shape, lengths, reference, far_reference, code_plane, encoder_reconstruction);
+  } else {
+    run_lockstep(predictor, shape, states, lengths, code_plane, encoder_reconstruction);
+  }
 
   std::vector<std::size_t> retry;
   for (std::size_t g = 0; g < gops.size(); ++g) {
@@ -571,9 +683,10 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     for (const auto m : s.block_maps)
       if (m >= codecs::kForecastSources) in.fail("unknown forecast source");
     if (version >= 4) {
-      // A field takes one split flag per 16 x 16 block and at most 4 vectors of 2 components.
+      // A field takes one split flag per 16 x 16 block and at most 4 vectors of 2 components, and
+      // in a bidirectional GOP one bi-prediction flag.
       const std::uint64_t blocks = codecs::MotionField(shape.width, shape.height).split.size();
-      s.motion.resize(in.varint(motion_planes * blocks * 9, "motion symbol count"));
+      s.motion.resize(in.varint(motion_planes * (blocks * 9 + 1), "motion symbol count"));
       codecs::decode_symbols(in.blob(), 0, s.motion);
     }
     in.expect_end();
@@ -583,6 +696,14 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
 
   std::vector<std::size_t> map_pos(chunks.size(), 0), motion_pos(chunks.size(), 0);
   codecs::MotionField field;  // of the frame being decoded, when its channel 0 has motion
+  std::vector<std::vector<std::size_t>> references(chunks.size()), far_references(chunks.size());  // as the encoder's
+  bool bi = false;  // the frame's field is used towards both sides
+  std::vector<std::uint16_t> far_forecast(predictor.bidirectional() ? plane_size : 0);
+  for (std::size_t g = 0; g < chunks.size(); ++g) {
+    references[g].resize(frame_counts[g]);
+    far_references[g].assign(frame_counts[g], kNoFrame);
+    for (std::size_t t = 1; t < frame_counts[g]; ++t) references[g][t] = t - 1;
+  }
   std::vector<std::uint16_t> blended(plane_size);
   std::vector<std::int32_t, DefaultInitAllocator<std::int32_t>> plane_symbols(plane_size), previous_symbols;
   if (shape.channels > 1) previous_symbols.resize(plane_size);
@@ -599,11 +720,24 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       codecs::build_forecast(map, forecast, previous, shape.width, blended);
       forecast = blended;
     } else if (record.mode & kMotionFlag) {
-      const std::span<const std::uint16_t> reference(frames[g][t - 1].data() + c * plane_size, plane_size);
+      const std::span<const std::uint16_t> reference(frames[g][references[g][t]].data() + c * plane_size, plane_size);
       try {
         // Channel 0 reads the frame's vectors; the other channels use them (validated above).
-        if (c == 0) field = codecs::read_motion_symbols(s.motion, motion_pos[g], shape.width, shape.height);
+        const std::size_t far = far_references[g][t];
+        if (c == 0) {
+          bi = false;
+          if (far != kNoFrame) {
+            if (motion_pos[g] >= s.motion.size() || s.motion[motion_pos[g]] > 1) throw codecs::CodecError("bad bi-prediction flag");
+            bi = s.motion[motion_pos[g]++] == 1;
+          }
+          field = codecs::read_motion_symbols(s.motion, motion_pos[g], shape.width, shape.height);
+        }
         codecs::compensate(field, reference, blended);
+        if (bi) {
+          codecs::compensate(far_field(field, t, references[g][t], far),
+                             std::span<const std::uint16_t>(frames[g][far].data() + c * plane_size, plane_size), far_forecast);
+          average(blended, far_forecast, blended);
+        }
       } catch (const codecs::CodecError& e) {
         throw DataError(std::string("chunk: ") + e.what());
       }
@@ -642,8 +776,12 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     for (std::uint32_t c = 0; c < shape.channels; ++c) decode_plane(g, 0, c, {});
     states[g] = predictor.begin_gop(shape, frames[g][0]);
   }
-  run_lockstep(predictor, shape, states, frame_counts, decode_plane,
-               [&](std::size_t g, std::size_t t) { return std::span<const std::uint16_t>(frames[g][t]); });
+  const auto decoder_reconstruction = [&](std::size_t g, std::size_t t) { return std::span<const std::uint16_t>(frames[g][t]); };
+  if (predictor.bidirectional()) {
+    run_hierarchical(shape, frame_counts, references, far_references, decode_plane, decoder_reconstruction);
+  } else {
+    run_lockstep(predictor, shape, states, frame_counts, decode_plane, decoder_reconstruction);
+  }
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     readers[g].finish();
     if (!literals[g].exhausted()) throw DataError("chunk: unused escape literals");

@@ -53,6 +53,10 @@ class Predictor {
   // GOP codec then uses that frame in place and calls neither forecast nor observe, saving two
   // copies of every frame.
   virtual bool forecasts_previous_frame() const { return false; }
+  // Frames after the key frame are coded out of order, each forecast from reconstructed frames on
+  // both sides (compressor/gop_codec.cpp, hierarchical GOPs); forecast() and observe() are then
+  // used only by the dynamic GOP window.
+  virtual bool bidirectional() const { return false; }
   // A predictor that lets the encoder choose, per GOP, among these (`auto`): the chunk records the
   // choice as its index + 1, and the decoder takes the same one. Empty for every other predictor.
   virtual std::span<const Predictor* const> choices() const { return {}; }

@@ -6,7 +6,7 @@ namespace tezip {
 
 const std::vector<PredictorInfo>& predictors() {
   static const std::vector<PredictorInfo> list = {
-      {"auto", false}, {"intra", false}, {"previous", false}, {"linear", false}, {"motion", false}, {"prednet", true},
+      {"auto", false}, {"intra", false}, {"previous", false}, {"linear", false}, {"motion", false}, {"bidirectional", false}, {"prednet", true},
   };
   return list;
 }

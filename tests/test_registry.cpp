@@ -21,7 +21,7 @@ TEST_CASE("the predictor registry builds every classical predictor it lists, by 
     CHECK(again->identity().kind == predictor->identity().kind);
     CHECK(again->identity().configuration == predictor->identity().configuration);
   }
-  CHECK(names == std::set<std::string>{"auto", "intra", "previous", "linear", "motion", "prednet"});
+  CHECK(names == std::set<std::string>{"auto", "intra", "previous", "linear", "motion", "bidirectional", "prednet"});
   CHECK(find_predictor("transformer") == nullptr);
   CHECK_THROWS_AS(make_predictor("transformer"), std::invalid_argument);
   PredictorIdentity unknown;
