@@ -14,7 +14,8 @@ import argparse, csv, datetime, json, math, os, platform, re, shutil, subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PRED_ORDER = {"intra": 0, "previous": 1, "linear": 2}
+PRED_ORDER = {"auto": 0, "intra": 1, "previous": 2, "linear": 3, "motion": 4, "bidirectional": 5,
+              "previous --motion off": 6}
 MODE_ORDER = {"lossless": 0, "abs": 1, "rel": 2, "pwrel": 3}
 PEER_NAMES = {"zstd": "zstd -19 --long=27", "xz": "xz -9", "ffv1": "FFV1", "png": "PNG",
               "x265": "x265", "jxl": "JPEG XL", "zfp": "ZFP", "sz3": "SZ3"}
@@ -206,9 +207,9 @@ def plot(name, meta, rows, out_png):
         return False
     rows = [r for r in rows if good(r) and fnum(r["max_error"]) is not None]
     fig, ax = plt.subplots(figsize=(9, 5.6), dpi=110)
-    colors = {"previous": "tab:blue", "linear": "tab:orange", "intra": "tab:green"}
+    colors = {"auto": "tab:red", "previous": "tab:blue", "linear": "tab:orange", "intra": "tab:green"}
     ys, xs = [], []
-    for pred in ("intra", "previous", "linear"):
+    for pred in ("auto", "intra", "previous", "linear"):
         pts = sorted(((fnum(r["max_error"]), fnum(r["ratio"]), r) for r in rows
                       if r["codec"] == "tezip" and r["predictor"] == pred and r["mode"] in ("lossless", "abs")
                       and str(r["threads"]) in ("", "1")), key=lambda p: p[0])
