@@ -154,6 +154,19 @@ class AreaSearch {
   double bit_cost() const { return bits_ ? 1.0 : lambda_; }
 
   std::uint64_t sad_of(MotionVector v) {
+    // Whole-pixel vectors inside the reference (most of the search): straight from the reference.
+    const int x0 = int(r_.x) + (v.x >> 1), y0 = int(r_.y) + (v.y >> 1);
+    if (!(v.x & 1) && !(v.y & 1) && x0 >= 0 && y0 >= 0 && x0 + int(r_.w) <= int(f_.width) && y0 + int(r_.h) <= int(f_.height)) {
+      std::uint64_t sum = 0;
+      const std::uint16_t* a = plane_.data() + std::size_t(r_.y) * f_.width + r_.x;
+      const std::uint16_t* b = reference_.data() + std::size_t(y0) * f_.width + std::size_t(x0);
+      for (std::uint32_t y = 0; y < r_.h; ++y, a += f_.width, b += f_.width) {
+        std::uint32_t row = 0;
+        for (std::uint32_t x = 0; x < r_.w; ++x) row += std::uint32_t(std::abs(int(a[x]) - int(b[x])));
+        sum += row;
+      }
+      return sum;
+    }
     predict(reference_, f_.width, f_.height, r_, v, buffer_.data());
     return sad(plane_, f_.width, r_, buffer_.data());
   }
@@ -168,9 +181,13 @@ class AreaSearch {
     const double c = cost_of(v, &s);
     if (c < best_cost_) best_cost_ = c, best_ = v, best_sad_ = s;
   }
+  // A square of 8 neighbours moved while it improves, at each step size; stops early on an exact
+  // match. (A diamond of 4 was measured: the same archives on the datasets, 10% less encoding time,
+  // but it loses a uniform 10.5 pixel translation that the square finds.)
   void refine(std::span<const int> steps) {
-    for (const int step : steps) {
-      for (int round = 0; round < 4; ++round) {
+    for (std::size_t k = 0; k < steps.size() && best_sad_ > 0; ++k) {
+      const int step = steps[k];
+      for (int round = 0; round < 4 && best_sad_ > 0; ++round) {
         const MotionVector centre = best_;
         for (int dy = -1; dy <= 1; ++dy)
           for (int dx = -1; dx <= 1; ++dx)
