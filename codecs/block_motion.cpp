@@ -17,13 +17,15 @@ struct Rect {
   std::uint32_t x = 0, y = 0, w = 0, h = 0;
 };
 
-// The block of `reference` displaced by v, written to out (r.w x r.h, row stride r.w).
+// The block of `reference` displaced by v, written to out (r.w x r.h, row stride r.w): bilinear
+// between the four pixels around each sample, weights in quarters, rounded to nearest.
 void predict(std::span<const std::uint16_t> reference, std::uint32_t width, std::uint32_t height, const Rect& r,
              MotionVector v, std::uint16_t* out) {
-  const int ix = v.x >> 1, iy = v.y >> 1;  // floor: -1 half pixel = one pixel left, plus a half
-  const bool fx = v.x & 1, fy = v.y & 1;
+  const int ix = v.x >> 2, iy = v.y >> 2;  // floor: -1 quarter = one pixel left, plus three quarters
+  const std::uint32_t fx = v.x & 3, fy = v.y & 3;
+  const std::uint32_t w00 = (4 - fx) * (4 - fy), w01 = fx * (4 - fy), w10 = (4 - fx) * fy, w11 = fx * fy;
   const int x0 = int(r.x) + ix, y0 = int(r.y) + iy;
-  const bool inside = x0 >= 0 && y0 >= 0 && x0 + int(r.w) + fx <= int(width) && y0 + int(r.h) + fy <= int(height);
+  const bool inside = x0 >= 0 && y0 >= 0 && x0 + int(r.w) + (fx != 0) <= int(width) && y0 + int(r.h) + (fy != 0) <= int(height);
   if (inside) {
     const std::uint16_t* src = reference.data() + std::size_t(y0) * width + x0;
     for (std::uint32_t y = 0; y < r.h; ++y, src += width, out += r.w) {
@@ -31,12 +33,12 @@ void predict(std::span<const std::uint16_t> reference, std::uint32_t width, std:
       if (!fx && !fy) {
         std::copy(src, src + r.w, out);
       } else if (!fy) {
-        for (std::uint32_t x = 0; x < r.w; ++x) out[x] = std::uint16_t((src[x] + src[x + 1] + 1) >> 1);
+        for (std::uint32_t x = 0; x < r.w; ++x) out[x] = std::uint16_t((src[x] * (4 - fx) + src[x + 1] * fx + 2) >> 2);
       } else if (!fx) {
-        for (std::uint32_t x = 0; x < r.w; ++x) out[x] = std::uint16_t((src[x] + below[x] + 1) >> 1);
+        for (std::uint32_t x = 0; x < r.w; ++x) out[x] = std::uint16_t((src[x] * (4 - fy) + below[x] * fy + 2) >> 2);
       } else {
         for (std::uint32_t x = 0; x < r.w; ++x)
-          out[x] = std::uint16_t((src[x] + src[x + 1] + below[x] + below[x + 1] + 2) >> 2);
+          out[x] = std::uint16_t((src[x] * w00 + src[x + 1] * w01 + below[x] * w10 + below[x + 1] * w11 + 8) >> 4);
       }
     }
     return;
@@ -49,8 +51,11 @@ void predict(std::span<const std::uint16_t> reference, std::uint32_t width, std:
   for (std::uint32_t y = 0; y < r.h; ++y, out += r.w)
     for (std::uint32_t x = 0; x < r.w; ++x) {
       const int sx = x0 + int(x), sy = y0 + int(y);
-      const std::uint32_t a = at(sx, sy), b = at(sx + fx, sy), c = at(sx, sy + fy), d = at(sx + fx, sy + fy);
-      out[x] = std::uint16_t(fx && fy ? (a + b + c + d + 2) >> 2 : fx ? (a + b + 1) >> 1 : fy ? (a + c + 1) >> 1 : a);
+      const std::uint32_t a = at(sx, sy), b = at(sx + 1, sy), c = at(sx, sy + 1), d = at(sx + 1, sy + 1);
+      out[x] = std::uint16_t(fx && fy ? (a * w00 + b * w01 + c * w10 + d * w11 + 8) >> 4
+                             : fx     ? (a * (4 - fx) + b * fx + 2) >> 2
+                             : fy     ? (a * (4 - fy) + c * fy + 2) >> 2
+                                      : a);
     }
 }
 
@@ -127,7 +132,7 @@ MotionVector clamp_vector(int x, int y) {
 }
 
 // Searches one area: candidates first, then a square pattern of shrinking whole-pixel steps, then
-// the eight half-pixel neighbours. Cost: SAD + lambda * estimated vector bits.
+// the eight half-pixel and then quarter-pixel neighbours. Cost: SAD + lambda * estimated vector bits.
 class AreaSearch {
  public:
   AreaSearch(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> reference, const MotionField& f,
@@ -155,8 +160,8 @@ class AreaSearch {
 
   std::uint64_t sad_of(MotionVector v) {
     // Whole-pixel vectors inside the reference (most of the search): straight from the reference.
-    const int x0 = int(r_.x) + (v.x >> 1), y0 = int(r_.y) + (v.y >> 1);
-    if (!(v.x & 1) && !(v.y & 1) && x0 >= 0 && y0 >= 0 && x0 + int(r_.w) <= int(f_.width) && y0 + int(r_.h) <= int(f_.height)) {
+    const int x0 = int(r_.x) + (v.x >> 2), y0 = int(r_.y) + (v.y >> 2);
+    if (!(v.x & 3) && !(v.y & 3) && x0 >= 0 && y0 >= 0 && x0 + int(r_.w) <= int(f_.width) && y0 + int(r_.h) <= int(f_.height)) {
       std::uint64_t sum = 0;
       const std::uint16_t* a = plane_.data() + std::size_t(r_.y) * f_.width + r_.x;
       const std::uint16_t* b = reference_.data() + std::size_t(y0) * f_.width + std::size_t(x0);
@@ -221,9 +226,10 @@ class AreaSearch {
   std::uint64_t best_sad_ = 0;
 };
 
-constexpr std::array<int, 4> kBlockSteps{16, 8, 4, 2};  // whole pixels, in half-pixel units
-constexpr std::array<int, 2> kUnitSteps{4, 2};
-constexpr std::array<int, 1> kHalfStep{1};
+constexpr std::array<int, 4> kBlockSteps{32, 16, 8, 4};  // whole pixels, in quarter-pixel units
+constexpr std::array<int, 2> kUnitSteps{8, 4};
+constexpr std::array<int, 1> kHalfStep{2};
+constexpr std::array<int, 1> kQuarterStep{1};
 
 }  // namespace
 
@@ -277,6 +283,7 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
       if (use_hint) whole.consider(hint->units[std::size_t(uy) * f.units_x() + ux]);
       whole.refine(kBlockSteps);
       whole.refine(kHalfStep);
+      whole.refine(kQuarterStep);
       whole.settle();
       const double whole_cost = whole.best_cost() + whole.bit_cost();  // the split flag
       set_units(f, ux, uy, 2, whole.best());
@@ -299,6 +306,7 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
           if (use_hint) part.consider(hint->units[std::size_t(qy) * f.units_x() + qx]);
           part.refine(kUnitSteps);
           part.refine(kHalfStep);
+          part.refine(kQuarterStep);
           part.settle();
           quarter[q] = part.best();
           f.units[std::size_t(qy) * f.units_x() + qx] = part.best();

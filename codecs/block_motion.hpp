@@ -9,14 +9,16 @@ namespace tezip::codecs {
 // four 8 x 8 quarters where that pays), the displacement of the reference frame (the previous
 // reconstruction) that best matches the plane; the vectors are predicted from their coded
 // neighbours and stored, and both sides build the same motion-compensated forecast from them.
-// Vectors are in half pixels; half-pixel samples are the rounded means of the two or four
-// neighbouring pixels (integer arithmetic: the same bytes on every machine). The reference is
+// Vectors are in quarter pixels; fractional samples are bilinear between the four neighbouring
+// pixels, weights in quarters, rounded to nearest (integer arithmetic: the same bytes on every
+// machine; measured against half pixels: mire2 2.804 -> 2.824 lossless, 7.214 -> 7.458 at abs 2,
+// castle -0.7% / +0.7%, sample/vtest abs 2 -0.6%). The reference is
 // extended past its borders by repeating its edge pixels.
 inline constexpr std::uint32_t kMotionUnit = 8;        // the smallest block; a 16 x 16 block is 2 x 2 units
-inline constexpr std::int32_t kMotionRange = 64;       // |vector component| <= 64 half pixels (32 pixels)
+inline constexpr std::int32_t kMotionRange = 128;      // |vector component| <= 128 quarter pixels (32 pixels)
 
 struct MotionVector {
-  std::int16_t x = 0, y = 0;  // half pixels
+  std::int16_t x = 0, y = 0;  // quarter pixels
   bool operator==(const MotionVector&) const = default;
 };
 

@@ -27,18 +27,18 @@ std::vector<std::uint16_t> texture(std::uint32_t w, std::uint32_t h, std::uint32
 }
 
 // The forecast of one pixel, written from the definition in block_motion.hpp (edge pixels repeated,
-// half-pixel samples the rounded means of their two or four neighbours).
+// bilinear weights in quarters of a pixel, rounded to nearest).
 std::uint16_t naive_sample(const std::vector<std::uint16_t>& ref, std::uint32_t w, std::uint32_t h, int x, int y,
                            MotionVector v) {
   auto at = [&](int px, int py) -> int {
     return ref[std::size_t(std::clamp(py, 0, int(h) - 1)) * w + std::size_t(std::clamp(px, 0, int(w) - 1))];
   };
-  const int fx = ((v.x % 2) + 2) % 2, fy = ((v.y % 2) + 2) % 2;
-  const int ix = (v.x - fx) / 2, iy = (v.y - fy) / 2;
+  const int fx = ((v.x % 4) + 4) % 4, fy = ((v.y % 4) + 4) % 4;
+  const int ix = (v.x - fx) / 4, iy = (v.y - fy) / 4;
   const int a = at(x + ix, y + iy), b = at(x + ix + 1, y + iy), c = at(x + ix, y + iy + 1), d = at(x + ix + 1, y + iy + 1);
-  if (fx && fy) return std::uint16_t((a + b + c + d + 2) / 4);
-  if (fx) return std::uint16_t((a + b + 1) / 2);
-  if (fy) return std::uint16_t((a + c + 1) / 2);
+  const int sum = a * (4 - fx) * (4 - fy) + b * fx * (4 - fy) + c * (4 - fx) * fy + d * fx * fy;  // in 16ths
+  if (fx && fy) return std::uint16_t((sum + 8) / 16);
+  if (fx || fy) return std::uint16_t((sum / 4 + 2) / 4);  // one direction: weights in quarters
   return std::uint16_t(a);
 }
 
@@ -61,7 +61,7 @@ MotionField random_field(std::uint32_t w, std::uint32_t h, std::mt19937& rng, in
 
 }  // namespace
 
-TEST_CASE("motion compensation is the displaced reference, half pixels the rounded means", "[motion]") {
+TEST_CASE("motion compensation is the displaced reference, fractions bilinear in quarter pixels", "[motion]") {
   std::mt19937 rng(5);
   for (const auto [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {8u, 8u}, {5u, 70u}, {100u, 17u}}) {
     const auto reference = texture(w, h, w * h, 1000);
@@ -79,10 +79,11 @@ TEST_CASE("motion compensation is the displaced reference, half pixels the round
   }
 }
 
-TEST_CASE("the motion search finds a translation, whole and half pixel", "[motion]") {
+TEST_CASE("the motion search finds a translation, whole and fractional", "[motion]") {
   const std::uint32_t w = 96, h = 64;
   const auto reference = texture(w, h, 1);
-  for (const MotionVector truth : {MotionVector{6, -4}, MotionVector{-3, 5}, MotionVector{0, 0}, MotionVector{20, 9}}) {
+  for (const MotionVector truth : {MotionVector{12, -8}, MotionVector{-6, 10}, MotionVector{-5, 3}, MotionVector{0, 0},
+                                   MotionVector{42, 17}}) {
     MotionField shifted(w, h);
     std::fill(shifted.units.begin(), shifted.units.end(), truth);
     std::vector<std::uint16_t> plane(reference.size());
