@@ -179,6 +179,7 @@ void add_coding_options(cxxopts::Options& options) {
       "window", "prednet: TEZIP's static window prediction: GOPs of N frames, open loop (= --gop N --loop open)", cxxopts::value<std::uint64_t>())(
       "warmup", "prednet: key frames at the start of each GOP", cxxopts::value<std::size_t>()->default_value("1"))(
       "batch", "prednet: GOPs per network call", cxxopts::value<std::size_t>()->default_value("8"))(
+      "embed-model", "prednet: store the model in the archive (~200 KB for the shipped one), so that decoding needs no model file")(
       "quantizer", "linear (SZ-style) or interval (TEZIP's); default by mode", cxxopts::value<std::string>())(
       "gop", "frames per GOP (static window); the longest GOP with --mse-threshold",
       cxxopts::value<std::uint64_t>()->default_value("32"))(
@@ -219,6 +220,8 @@ CompressOptions coding_options(const cxxopts::ParseResult& args) {
       if (args.count(name)) throw UsageError(std::string("--") + name + " needs --predictor prednet");
   }
   if (args.count("model")) compress.learned.model = args["model"].as<std::string>();
+  compress.learned.embed = args.count("embed-model") > 0;
+  if (compress.learned.embed && !prednet) throw UsageError("--embed-model needs --predictor prednet");
   compress.learned.arithmetic = args["arithmetic"].as<std::string>();
   if (compress.learned.arithmetic != "exact" && compress.learned.arithmetic != "float32")
     throw UsageError("--arithmetic must be exact or float32");

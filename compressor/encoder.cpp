@@ -75,6 +75,13 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   }
 
   ArchiveWriter writer(output, options.overwrite);
+  if (find_predictor(options.predictor) && find_predictor(options.predictor)->learned && options.learned.embed) {
+    try {
+      index.model = writer.embed_model(prednet_model_bytes(options.learned));
+    } catch (const ModelError& e) {
+      throw InputError(e.what());
+    }
+  }
   const unsigned threads = resolve_threads(options.threads);
   ThreadPool pool(threads);
   std::deque<PendingBatch> pending;
