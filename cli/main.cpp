@@ -326,6 +326,8 @@ int run_compress(int argc, char** argv) {
       std::printf("adapted PredNet in %.1f s: next-frame MSE %.6f on held-out clips, previous frame %.6f (x%.3f); embedded\n",
                   report.adapt_seconds, report.adapt_val_mse, report.adapt_previous_mse,
                   report.adapt_val_mse / report.adapt_previous_mse);
+    if (args.count("adapt") && !(report.adapt_val_mse < report.adapt_previous_mse))
+      std::printf("note: the adapted model does not beat the previous frame here; --predictor auto is likely smaller and faster\n");
   }
   return kOk;
 }

@@ -31,11 +31,12 @@ std::vector<std::vector<FrameWindow>> adapt_sample(const std::vector<std::size_t
 }
 
 double auto_adapt_seconds(std::uint64_t values, unsigned threads) {
-  // Measured (docs/training.md, "Adapting"): the exact engine of prednet-small codes about 5.5
-  // million values a second on one thread of the build machine (384x288 at ~50 frames/s).
-  constexpr double kValuesPerSecond = 5.5e6;
+  // Measured (docs/training.md, "Adapting to the input"): `tezip compress --predictor prednet -T 1`
+  // codes 3.8 million values a second on castle (640x480) and 2.0 million on Moving MNIST (64x64)
+  // on the 2-core build machine; 3 million is between. Below 5 s a training run learns nothing.
+  constexpr double kValuesPerSecond = 3e6;
   const double seconds = double(values) / (kValuesPerSecond * std::max(1u, threads));
-  return std::clamp(seconds, 10.0, 600.0);
+  return std::clamp(seconds, 5.0, 600.0);
 }
 
 AdaptResult adapt_prednet(const std::vector<TrainingSequence>& sequences, const AdaptOptions& options) {
@@ -82,6 +83,17 @@ AdaptResult adapt_prednet(const std::vector<TrainingSequence>& sequences, const 
   result.seconds = trained.seconds;
   for (const auto& e : result.epochs)
     if (e.epoch == trained.best_epoch) result.val_mse = e.val_mse, result.previous_mse = e.previous_mse;
+  // The model travels in every archive: a summary, not the per-epoch history train writes.
+  result.model.metadata_json = nlohmann::json{{"trainer", "tezip compress --adapt"},
+                                              {"start", options.start ? options.start->weights_sha256 : std::string("random")},
+                                              {"budget_seconds", options.seconds},
+                                              {"training_seconds", result.seconds},
+                                              {"epochs", int(result.epochs.size())},
+                                              {"best_epoch", trained.best_epoch},
+                                              {"val_mse", result.val_mse},
+                                              {"previous_mse", result.previous_mse},
+                                              {"seed", options.seed}}
+                                   .dump();
   return result;
 }
 

@@ -45,8 +45,9 @@ struct FrameWindow {
 std::vector<std::vector<FrameWindow>> adapt_sample(const std::vector<std::size_t>& frames, const std::vector<std::size_t>& frame_values,
                                                    std::uint64_t max_values);
 
-// The --adapt auto budget for coding `values` pixel values on `threads` threads: the time the exact
-// engine of the shipped model takes to code them once (docs/training.md, "Adapting").
+// The --adapt auto budget for coding `values` pixel values on `threads` threads: about the time
+// coding them once with the shipped model takes, at least 5 s and at most 600 s (docs/training.md,
+// "Adapting to the input").
 double auto_adapt_seconds(std::uint64_t values, unsigned threads);
 
 }  // namespace tezip
