@@ -12,6 +12,8 @@
 #include "compressor/encoder.hpp"
 #include "format/archive.hpp"
 #include "format/errors.hpp"
+#include "loader/chunk_store.hpp"
+#include "loader/reader.hpp"
 #include "predictor/model_file.hpp"
 #include "support/cli_run.hpp"
 #include "support/temp_dir.hpp"
@@ -87,6 +89,29 @@ TEST_CASE("an embedded model decodes the archive with the model file gone", "[em
   // In the library (the Reader and the Python module open archives through ArchiveDecoder).
   const ArchiveDecoder decoder(dir / "e.tzp");
   CHECK(decoder.decode_chunk(0).size() == 8);
+}
+
+TEST_CASE("a Reader and a chunk store's partial copy use the embedded model", "[embedded][store]") {
+  test::TempDir dir;
+  write_bytes(dir / "custom.tzm", perturbed_model(0.015f).serialize());
+  const fs::path archive = dir / "e.tzp";
+  auto run = test::tezip_cli("compress " + test::quote(kMire) + " -o " + test::quote(archive) + " --predictor prednet --model " +
+                             test::quote(dir / "custom.tzm") + " --embed-model --gop 4 -q");
+  REQUIRE(run.code == 0);
+  fs::remove(dir / "custom.tzm");
+  const Reader global(archive);
+  REQUIRE(global.blocks().size() == 4);
+  {
+    ChunkStore store(dir / "store", archive);
+    const std::vector<std::size_t> mine{1, 3};
+    store.stage(mine);
+  }
+  // The store's sparse copy holds the header, the model, its chunks and the index.
+  const Reader local(std::make_shared<const ChunkStore>(dir / "store"));
+  for (const std::size_t c : {std::size_t(1), std::size_t(3)}) {
+    const auto& b = global.blocks()[c];
+    CHECK(local.clip(b.sequence, b.first_frame, b.frame_count).data == global.clip(b.sequence, b.first_frame, b.frame_count).data);
+  }
 }
 
 TEST_CASE("a damaged or mismatched embedded model is refused with one clear error", "[embedded][cli]") {
