@@ -179,6 +179,7 @@ void add_coding_options(cxxopts::Options& options) {
       "window", "prednet: TEZIP's static window prediction: GOPs of N frames, open loop (= --gop N --loop open)", cxxopts::value<std::uint64_t>())(
       "warmup", "prednet: key frames at the start of each GOP", cxxopts::value<std::size_t>()->default_value("1"))(
       "batch", "prednet: GOPs per network call", cxxopts::value<std::size_t>()->default_value("8"))(
+      "embed-model", "prednet: store the model in the archive (~200 KB for the shipped one), so that decoding needs no model file")(
       "quantizer", "linear (SZ-style) or interval (TEZIP's); default by mode", cxxopts::value<std::string>())(
       "gop", "frames per GOP (static window); the longest GOP with --mse-threshold",
       cxxopts::value<std::uint64_t>()->default_value("32"))(
@@ -219,6 +220,8 @@ CompressOptions coding_options(const cxxopts::ParseResult& args) {
       if (args.count(name)) throw UsageError(std::string("--") + name + " needs --predictor prednet");
   }
   if (args.count("model")) compress.learned.model = args["model"].as<std::string>();
+  compress.learned.embed = args.count("embed-model") > 0;
+  if (compress.learned.embed && !prednet) throw UsageError("--embed-model needs --predictor prednet");
   compress.learned.arithmetic = args["arithmetic"].as<std::string>();
   if (compress.learned.arithmetic != "exact" && compress.learned.arithmetic != "float32")
     throw UsageError("--arithmetic must be exact or float32");
@@ -251,12 +254,64 @@ int run_compress(int argc, char** argv) {
   options.add_options()("input", "folder of frames, dataset folder, video or .npy", cxxopts::value<std::string>())(
       "o,output", "archive to write", cxxopts::value<std::string>())("f,force", "overwrite the output");
   add_coding_options(options);
+  options.add_options()(
+      "adapt", "prednet: first fine-tune the model (--model, default the shipped one) on clips of INPUT for SECONDS, or auto "
+      "(about the time coding INPUT takes), then code with it and embed it in the archive; needs libtorch",
+      cxxopts::value<std::string>())(
+      "stack", "prednet --adapt: train this stack (e.g. 1,4,8,16) from random weights instead of fine-tuning",
+      cxxopts::value<std::string>())(
+      "forecast", "prednet --adapt: residual (a correction to the previous frame, starts at --predictor previous) or frame (PredNet's own)",
+      cxxopts::value<std::string>()->default_value("residual"))(
+      "seed", "prednet --adapt: the seed of the clips, crops and random weights", cxxopts::value<std::uint64_t>()->default_value("1"));
   add_source_options(options);
   options.parse_positional({"input"});
   const auto args = parse(options, argc, argv, "INPUT -o OUT.tzp");
   if (!args.count("input") || !args.count("output")) throw UsageError("compress needs INPUT and -o OUT.tzp");
 
   CompressOptions compress = coding_options(args);
+  if (args.count("adapt")) {
+    if (compress.predictor != "prednet") throw UsageError("--adapt needs --predictor prednet");
+    if (compress.learned.arithmetic != "exact") throw UsageError("--adapt codes with --arithmetic exact");
+    const auto budget = args["adapt"].as<std::string>();
+    if (budget == "auto") {
+      compress.adapt_auto = true;
+    } else {
+      char* end = nullptr;
+      compress.adapt.seconds = std::strtod(budget.c_str(), &end);
+      if (end == budget.c_str() || *end != '\0' || !(compress.adapt.seconds > 0) || compress.adapt.seconds > 86400)
+        throw UsageError("--adapt must be auto or a number of seconds (0 < SECONDS <= 86400)");
+    }
+    const auto forecast = args["forecast"].as<std::string>();
+    if (forecast != "residual" && forecast != "frame") throw UsageError("--forecast must be residual or frame");
+    compress.adapt.residual = forecast == "residual";
+    compress.adapt.seed = args["seed"].as<std::uint64_t>();
+    if (args.count("stack")) {
+      if (args.count("model")) throw UsageError("give --model (fine-tune it) or --stack (train from scratch), not both");
+      std::vector<int> stack;
+      std::stringstream in(args["stack"].as<std::string>());
+      for (std::string item; std::getline(in, item, ',');) {
+        char* e = nullptr;
+        const long v = std::strtol(item.c_str(), &e, 10);
+        if (item.empty() || *e != '\0' || v < 1 || v > 1024) throw UsageError("--stack: '" + args["stack"].as<std::string>() + "' is not a list of channel counts");
+        stack.push_back(int(v));
+      }
+      compress.adapt.net.a_channels = stack;
+      try {
+        compress.adapt.net.validate();
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--stack: ") + e.what());
+      }
+      compress.adapt_from_scratch = true;
+    }
+    if (!args.count("quiet"))
+      compress.adapt.on_epoch = [](const EpochReport& r) {
+        std::fprintf(stderr, "adapt: epoch %d  val mse %.6f (previous frame %.6f, x%.3f)  %.1f s%s\n", r.epoch, r.val_mse,
+                     r.previous_mse, r.val_mse / r.previous_mse, r.seconds, r.best ? "  *" : "");
+      };
+  } else {
+    for (const char* name : {"stack", "seed"})
+      if (args.count(name)) throw UsageError(std::string("--") + name + " needs --adapt");
+  }
   compress.overwrite = args.count("force") > 0;
   const bool quiet = args.count("quiet") > 0;
   ProgressBar bar("compress", !quiet);
@@ -267,6 +322,12 @@ int run_compress(int argc, char** argv) {
                 (unsigned long long)report.sequences, (unsigned long long)report.frames, human_bytes(double(report.raw_bytes)).c_str(),
                 human_bytes(double(report.archive_bytes)).c_str(), double(report.raw_bytes) / double(report.archive_bytes),
                 double(report.raw_bytes) / report.seconds / 1e6);
+    if (args.count("adapt"))
+      std::printf("adapted PredNet in %.1f s: next-frame MSE %.6f on held-out clips, previous frame %.6f (x%.3f); embedded\n",
+                  report.adapt_seconds, report.adapt_val_mse, report.adapt_previous_mse,
+                  report.adapt_val_mse / report.adapt_previous_mse);
+    if (args.count("adapt") && !(report.adapt_val_mse < report.adapt_previous_mse))
+      std::printf("note: the adapted model does not beat the previous frame here; --predictor auto is likely smaller and faster\n");
   }
   return kOk;
 }

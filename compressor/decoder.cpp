@@ -23,13 +23,16 @@
 namespace tezip {
 namespace {
 
-std::unique_ptr<Predictor> rebuild_predictor(const PredictorIdentity& identity, const std::filesystem::path& archive,
-                                             const std::filesystem::path& model) {
+std::unique_ptr<Predictor> rebuild_predictor(const ArchiveReader& reader, const std::filesystem::path& model) {
+  const PredictorIdentity& identity = reader.index().settings.predictor;
+  const std::filesystem::path& archive = reader.path();
   if (find_predictor(identity.kind) == nullptr)
     throw DataError(archive.string() + ": the archive was written with predictor '" + identity.kind +
                     "', which this tezip does not have");
+  // A model the user names wins over the embedded one (a way around a damaged copy).
+  const auto embedded = model.empty() ? reader.read_embedded_model() : std::vector<std::uint8_t>{};
   try {
-    return predictor_for(identity, model);
+    return predictor_for(identity, model, embedded);
   } catch (const ModelError& e) {
     throw DataError(archive.string() + ": " + e.what());
   } catch (const DeterminismError& e) {
@@ -92,7 +95,7 @@ class StagingDirectory {
 }  // namespace
 
 ArchiveDecoder::ArchiveDecoder(const std::filesystem::path& path, const std::filesystem::path& model)
-    : reader_(std::make_unique<ArchiveReader>(path)), predictor_(rebuild_predictor(reader_->index().settings.predictor, path, model)) {}
+    : reader_(std::make_unique<ArchiveReader>(path)), predictor_(rebuild_predictor(*reader_, model)) {}
 
 ArchiveDecoder::~ArchiveDecoder() = default;
 const ArchiveIndex& ArchiveDecoder::index() const { return reader_->index(); }

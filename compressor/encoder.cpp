@@ -13,6 +13,7 @@
 #include "io/source.hpp"
 #include "predictor/model_file.hpp"
 #include "predictor/registry.hpp"
+#include "predictor/training.hpp"
 
 namespace tezip {
 namespace {
@@ -41,11 +42,70 @@ unsigned resolve_threads(unsigned requested) {
   return std::min({requested, kMaxThreads, 4 * cores});
 }
 
+namespace {
+
+// --adapt: a sample of the input's frames (adapt_sample) trains the model that codes it.
+AdaptResult adapt_to_input(const std::filesystem::path& input, const CompressOptions& options, unsigned threads) {
+  check_training_available("tezip compress --adapt (training)");
+  auto sources = open_sources(input, options.source);
+  std::vector<std::size_t> frames, values;
+  std::uint64_t total = 0;
+  for (const auto& s : sources) {
+    frames.push_back(s->frame_count());
+    values.push_back(s->geometry().pixel_count());
+    total += std::uint64_t(s->frame_count()) * s->geometry().pixel_count();
+  }
+  const auto windows = adapt_sample(frames, values, options.adapt_max_values);
+  std::vector<TrainingSequence> sequences;
+  for (std::size_t s = 0; s < sources.size(); ++s)
+    for (const auto& w : windows[s]) {
+      TrainingSequence seq;
+      seq.shape = shape_of(sources[s]->geometry());
+      seq.name = sources[s]->name() + (windows[s].size() > 1 ? "@" + std::to_string(w.first) : "");
+      for (std::size_t i = w.first; i < w.first + w.count; ++i) seq.frames.push_back(sources[s]->read(i).pixels);
+      sequences.push_back(std::move(seq));
+    }
+  AdaptOptions adapt = options.adapt;
+  if (options.adapt_auto) adapt.seconds = auto_adapt_seconds(total, threads);
+  if (!options.adapt_from_scratch) {
+    const auto path = options.learned.model.empty() ? default_model_path() : options.learned.model;
+    adapt.start = std::make_shared<const ModelFile>(load_model_file(path));
+  }
+  adapt.threads = int(threads);
+  try {
+    return adapt_prednet(sequences, adapt);
+  } catch (const TrainingError& e) {
+    throw InputError(input.string() + ": cannot adapt PredNet to it: " + e.what());
+  }
+}
+
+}  // namespace
+
 CompressReport compress(const std::filesystem::path& input, const std::filesystem::path& output,
                         const CompressOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const std::filesystem::path inputs[] = {input};
   check_output_apart(output, inputs);
+  if (options.adapt_auto || options.adapt.seconds > 0) {
+    CompressOptions adapted = options;
+    AdaptResult result;
+    try {
+      result = adapt_to_input(input, options, resolve_threads(options.threads));
+    } catch (const ModelError& e) {  // LearnedModuleError too: no libtorch
+      throw InputError(e.what());
+    }
+    adapted.learned.model_data = std::make_shared<const ModelFile>(std::move(result.model));
+    adapted.learned.model_name = "adapted";
+    adapted.learned.embed = true;
+    adapted.adapt = {};
+    adapted.adapt_auto = false;
+    auto report = compress_sources(open_sources(input, options.source), output, adapted);
+    report.adapt_seconds = result.seconds;
+    report.adapt_val_mse = result.val_mse;
+    report.adapt_previous_mse = result.previous_mse;
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return report;
+  }
   auto report = compress_sources(open_sources(input, options.source), output, options);
   // Opening the input (a video is decoded to count its frames) is part of the work.
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -75,6 +135,13 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   }
 
   ArchiveWriter writer(output, options.overwrite);
+  if (find_predictor(options.predictor) && find_predictor(options.predictor)->learned && options.learned.embed) {
+    try {
+      index.model = writer.embed_model(prednet_model_bytes(options.learned));
+    } catch (const ModelError& e) {
+      throw InputError(e.what());
+    }
+  }
   const unsigned threads = resolve_threads(options.threads);
   ThreadPool pool(threads);
   std::deque<PendingBatch> pending;

@@ -9,6 +9,7 @@
 #include "compressor/gop_codec.hpp"
 #include "format/archive.hpp"
 #include "io/source.hpp"
+#include "predictor/adaptation.hpp"
 #include "predictor/learned_predictor.hpp"
 
 namespace tezip {
@@ -20,6 +21,13 @@ struct CompressOptions {
   CodingSettings coding;
   std::string predictor = "auto";  // auto, intra, previous, linear, motion or prednet
   LearnedPredictorOptions learned;     // --predictor prednet
+  // --adapt: compress() first adapts the PredNet (learned.model, or adapt.net from scratch when
+  // adapt_from_scratch) to a sample of the input for adapt.seconds (adapt_auto: auto_adapt_seconds),
+  // then codes with the result and embeds it. Needs libtorch.
+  AdaptOptions adapt;
+  bool adapt_auto = false;
+  bool adapt_from_scratch = false;
+  std::uint64_t adapt_max_values = std::uint64_t(48) << 20;  // the sample's size (adapt_sample)
   GopPolicy gop;
   SourceOptions source;  // how INPUT is read (compress(); compress_sources takes open sources)
   unsigned threads = 0;  // 0: all cores
@@ -33,7 +41,10 @@ struct CompressReport {
   std::uint64_t chunks = 0;
   std::uint64_t raw_bytes = 0;
   std::uint64_t archive_bytes = 0;
-  double seconds = 0;
+  double seconds = 0;  // adaptation included
+  // --adapt: training time, and the kept model's next-frame MSE on held-out clips of the input
+  // against the previous frame's.
+  double adapt_seconds = 0, adapt_val_mse = 0, adapt_previous_mse = 0;
 };
 
 // Compresses INPUT (see open_sources) into the archive `output`, written atomically.

@@ -143,9 +143,16 @@ std::size_t ArchiveIndex::chunk_of(std::size_t sequence, std::size_t frame) cons
   return std::size_t(it - 1 - chunks.begin());
 }
 
+std::uint32_t archive_version(const ArchiveIndex& index) { return index.model.size > 0 ? kArchiveVersion : kArchiveVersionWithoutModel; }
+
 std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index) {
   ByteWriter out;
   write_settings(out, index.settings);
+  if (archive_version(index) >= 3) {
+    out.u64(index.model.offset);
+    out.u64(index.model.size);
+    out.u64(index.model.hash);
+  }
   out.varint(index.sequences.size());
   for (const auto& s : index.sequences) {
     out.string(s.name);
@@ -177,11 +184,22 @@ std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index) {
   return std::move(out.bytes());
 }
 
-ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chunk_area_end, const ArchiveLimits& limits) {
+ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chunk_area_end, const ArchiveLimits& limits,
+                         std::uint32_t version) {
   ByteReader in(bytes, "archive index");
   ArchiveIndex index;
   std::set<std::string> sequence_names;
   index.settings = read_settings(in);
+  std::uint64_t chunks_start = kHeaderSize;
+  if (version >= 3) {
+    index.model.offset = in.u64();
+    index.model.size = in.u64();
+    index.model.hash = in.u64();
+    if (index.model.size == 0 || index.model.size > limits.max_model_bytes) in.fail("embedded model size out of range");
+    if (index.model.offset != kHeaderSize || index.model.size > chunk_area_end - kHeaderSize)
+      in.fail("embedded model offset out of range");
+    chunks_start = kHeaderSize + index.model.size;
+  }
   // Each entry takes at least a few bytes, so no count can ask for more entries than bytes remain.
   const auto sequences = in.varint(in.remaining(), "sequence count");
   index.sequences.reserve(sequences);
@@ -214,7 +232,7 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
   }
   const auto chunks = in.varint(in.remaining() / 30, "chunk count");
   index.chunks.resize(chunks);
-  std::uint64_t expected_sequence = 0, expected_frame = 0, previous_end = kHeaderSize;
+  std::uint64_t expected_sequence = 0, expected_frame = 0, previous_end = chunks_start;
   for (auto& c : index.chunks) {
     c.sequence = in.varint();
     c.first_frame = in.varint();
@@ -263,7 +281,7 @@ ArchiveWriter::ArchiveWriter(std::filesystem::path path, bool overwrite)
   if (fd_ < 0) throw OutputError(path_.string() + ": cannot create: " + errno_text());
   ByteWriter header;
   header.raw(kMagic, sizeof kMagic);
-  header.u32(kArchiveVersion);
+  header.u32(kArchiveVersionWithoutModel);  // finish() rewrites it for an archive with a model
   header.u32(0);  // flags
   write_all(header.bytes());
 }
@@ -285,6 +303,16 @@ void ArchiveWriter::write_all(std::span<const std::uint8_t> bytes) {
   }
 }
 
+EmbeddedModel ArchiveWriter::embed_model(std::span<const std::uint8_t> bytes) {
+  if (position_ != kHeaderSize) throw std::logic_error("ArchiveWriter::embed_model: only once, before the first chunk");
+  if (bytes.empty() || bytes.size() > ArchiveLimits{}.max_model_bytes)
+    throw InputError(path_.string() + ": the model to embed is empty or larger than " +
+                     std::to_string(ArchiveLimits{}.max_model_bytes) + " bytes");
+  EmbeddedModel entry{position_, bytes.size(), hash_bytes(bytes)};
+  write_all(bytes);
+  return entry;
+}
+
 void ArchiveWriter::append_chunk(std::span<const std::uint8_t> bytes, ChunkEntry& entry) {
   entry.offset = position_;
   entry.size = bytes.size();
@@ -296,6 +324,13 @@ std::uint64_t ArchiveWriter::finish(const ArchiveIndex& index) {
   // The reader's own checks, so that no archive is written that tezip cannot read back.
   if (const auto problem = index_problem(index); !problem.empty())
     throw InputError(path_.string() + ": cannot be written: " + problem);
+  if (index.model.size > 0 && index.model.offset != kHeaderSize)
+    throw std::logic_error("ArchiveWriter::finish: the index's model was not embedded by this writer");
+  if (archive_version(index) != kArchiveVersionWithoutModel) {
+    ByteWriter version;
+    version.u32(archive_version(index));
+    if (::pwrite(fd_, version.bytes().data(), 4, 8) != 4) throw OutputError(path_.string() + ": write failed: " + errno_text());
+  }
   const auto body = serialize_index(index);
   const std::uint64_t index_offset = position_;
   write_all(body);
@@ -361,9 +396,9 @@ ArchiveReader::ArchiveReader(const std::filesystem::path& path, const ArchiveLim
   std::uint32_t version, flags;
   std::memcpy(&version, header + 8, 4);
   std::memcpy(&flags, header + 12, 4);
-  if (version != kArchiveVersion)
+  if (version != kArchiveVersion && version != kArchiveVersionWithoutModel)
     fail("archive format version " + std::to_string(version) + " is not supported (this tezip reads " +
-         std::to_string(kArchiveVersion) + ")");
+         std::to_string(kArchiveVersionWithoutModel) + " and " + std::to_string(kArchiveVersion) + ")");
   if (flags != 0) fail("unknown archive flags");
   if (std::memcmp(footer + 24, kFooterMagic, sizeof kFooterMagic) != 0)
     fail("footer missing: the archive is truncated or was not finished");
@@ -378,7 +413,7 @@ ArchiveReader::ArchiveReader(const std::filesystem::path& path, const ArchiveLim
   if (::pread(fd_, body.data(), body.size(), off_t(index_offset)) != ssize_t(body.size())) fail("cannot read index");
   if (hash_bytes(body) != index_hash) fail("index checksum mismatch (the archive is damaged)");
   try {
-    index_ = parse_index(body, index_offset, limits);
+    index_ = parse_index(body, index_offset, limits, version);
   } catch (const DataError& e) {
     fail(e.what());
   }
@@ -388,16 +423,30 @@ ArchiveReader::~ArchiveReader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::vector<std::uint8_t> ArchiveReader::read_chunk(std::size_t i) const {
-  const auto& c = index_.chunks.at(i);
-  std::vector<std::uint8_t> bytes(c.size);
+std::vector<std::uint8_t> ArchiveReader::read_range(std::uint64_t offset, std::uint64_t size, const std::string& what) const {
+  std::vector<std::uint8_t> bytes(size);
   std::size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::pread(fd_, bytes.data() + done, bytes.size() - done, off_t(c.offset + done));
+    const ssize_t n = ::pread(fd_, bytes.data() + done, bytes.size() - done, off_t(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw DataError(path_.string() + ": cannot read chunk " + std::to_string(i) + ": " + errno_text());
+    if (n <= 0) throw DataError(path_.string() + ": cannot read " + what + ": " + errno_text());
     done += std::size_t(n);
   }
+  return bytes;
+}
+
+std::vector<std::uint8_t> ArchiveReader::read_embedded_model() const {
+  if (index_.model.size == 0) return {};
+  auto bytes = read_range(index_.model.offset, index_.model.size, "the embedded model");
+  if (hash_bytes(bytes) != index_.model.hash)
+    throw DataError(path_.string() + ": the embedded PredNet model is damaged (checksum mismatch); decode with the "
+                    "model it was written with: --model FILE");
+  return bytes;
+}
+
+std::vector<std::uint8_t> ArchiveReader::read_chunk(std::size_t i) const {
+  const auto& c = index_.chunks.at(i);
+  auto bytes = read_range(c.offset, c.size, "chunk " + std::to_string(i));
   if (hash_bytes(bytes) != c.hash)
     throw DataError(path_.string() + ": chunk " + std::to_string(i) + " (sequence '" + index_.sequences[c.sequence].name +
                     "', frames " + std::to_string(c.first_frame) + "-" + std::to_string(c.first_frame + c.frame_count - 1) +

@@ -14,7 +14,10 @@ namespace tezip {
 
 // The archive (layout in docs/format.md): a 16-byte header, chunks (one coded GOP each) appended
 // as they are coded, then the index and a 32-byte footer that points at it.
-inline constexpr std::uint32_t kArchiveVersion = 2;  // 2: predictor arithmetic and fingerprint
+// 2: predictor arithmetic and fingerprint. 3: the same, plus a model embedded after the header
+// (written only when there is one, so that archives without a model stay readable by older tezip).
+inline constexpr std::uint32_t kArchiveVersion = 3;
+inline constexpr std::uint32_t kArchiveVersionWithoutModel = 2;
 
 enum class GopKind : std::uint8_t { Static = 0, Dynamic = 1 };
 
@@ -53,8 +56,17 @@ struct ChunkEntry {
   ChunkStats stats;
 };
 
+// The predictor's model file carried in the archive (version 3): its bytes lie between the header
+// and the first chunk. size 0: none.
+struct EmbeddedModel {
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  std::uint64_t hash = 0;  // xxh64 of the model's bytes
+};
+
 struct ArchiveIndex {
   ArchiveSettings settings;
+  EmbeddedModel model;
   std::vector<SequenceEntry> sequences;
   std::vector<ChunkEntry> chunks;  // sequence by sequence, frames in order: a GOP is found by bisection
 
@@ -70,6 +82,7 @@ struct ArchiveLimits {
   std::uint64_t max_dimension = 1u << 16;
   std::uint64_t max_frame_pixels = 1u << 28;
   std::uint64_t max_chunk_pixels = std::uint64_t(1) << 28;  // 512 MiB of decoded uint16 pixels
+  std::uint64_t max_model_bytes = std::uint64_t(1) << 26;   // an embedded model, 64 MiB
 };
 
 inline constexpr std::size_t kMaxFormatBytes = 16;
@@ -95,6 +108,9 @@ class ArchiveWriter {
   ArchiveWriter(const ArchiveWriter&) = delete;
   ArchiveWriter& operator=(const ArchiveWriter&) = delete;
 
+  // Stores a model file right after the header (archive version 3); only before the first chunk,
+  // and once. The returned entry goes into the index's `model`.
+  EmbeddedModel embed_model(std::span<const std::uint8_t> bytes);
   // Appends a coded chunk; fills entry.offset, size and hash.
   void append_chunk(std::span<const std::uint8_t> bytes, ChunkEntry& entry);
   // Writes the index and footer, syncs, and renames into place. Returns the archive's size.
@@ -124,8 +140,12 @@ class ArchiveReader {
   const std::filesystem::path& path() const { return path_; }
   // The bytes of chunk i, checked against the index's hash (DataError otherwise).
   std::vector<std::uint8_t> read_chunk(std::size_t i) const;
+  // The embedded model's bytes (empty when the archive has none), checked against the index's
+  // hash: DataError when they are damaged.
+  std::vector<std::uint8_t> read_embedded_model() const;
 
  private:
+  std::vector<std::uint8_t> read_range(std::uint64_t offset, std::uint64_t size, const std::string& what) const;
   std::filesystem::path path_;
   int fd_ = -1;
   std::uint64_t file_size_ = 0;
@@ -136,7 +156,10 @@ class ArchiveReader {
 bool is_tezip_archive_file(const std::filesystem::path& path);
 
 // Serialized index, exposed for the fuzz target and tests.
+// The layout is version 3 when index.model.size > 0, else version 2 (archive_version()).
 std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index);
-ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chunk_area_end, const ArchiveLimits& limits);
+ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chunk_area_end, const ArchiveLimits& limits,
+                         std::uint32_t version = kArchiveVersionWithoutModel);
+std::uint32_t archive_version(const ArchiveIndex& index);
 
 }  // namespace tezip

@@ -100,6 +100,12 @@ ArchiveFrame read_frame(const fs::path& path) {
     throw DataError(path.string() + ": index location out of range");
   f.header.resize(kHeaderBytes);
   read_exact(fd.get(), f.header.data(), kHeaderBytes, 0, path);
+  // Version 3 embeds the predictor's model right after the header: the copy needs it from the start.
+  if (f.header[8] == 3) {
+    const std::uint64_t model = ArchiveReader(path).index().model.size;
+    f.header.resize(kHeaderBytes + model);
+    read_exact(fd.get(), f.header.data(), f.header.size(), 0, path);
+  }
   f.tail.resize(f.size - f.index_offset);
   read_exact(fd.get(), f.tail.data(), f.tail.size(), f.index_offset, path);
   return f;

@@ -48,7 +48,7 @@ const LearnedModule& learned_module(const std::string& purpose) {
 
 void use_single_threaded_torch() { single_threaded_torch = true; }
 
-void check_training_available() { learned_module("tezip train"); }
+void check_training_available(const std::string& purpose) { learned_module(purpose); }
 
 TrainingResult train_prednet(const std::vector<TrainingSequence>& sequences, const TrainingOptions& options,
                              const TrainingCallbacks& callbacks) {

@@ -374,6 +374,9 @@ struct ExactState final : PredNetEngineState {
   int samples = 0;
   std::vector<Layer> layers;
   std::vector<std::int32_t> forecast;
+  // Residual forecasts: the last frame seen in Q24 (0 before the first), finer than A_0's Q15 so
+  // that a zero correction gives back its pixels exactly at 16 bits too.
+  std::vector<std::int32_t> last;
 };
 
 class ExactEngine final : public PredNetEngine {
@@ -438,6 +441,7 @@ class ExactEngine final : public PredNetEngine {
       s->layers.push_back(std::move(layer));
     }
     s->forecast.assign(frame_size(*s), 0);
+    if (options_.residual) s->last.assign(frame_size(*s), 0);
     return s;
   }
 
@@ -506,6 +510,11 @@ class ExactEngine final : public PredNetEngine {
     }
     const ExactState::Layer& bottom = s.layers[0];
     exact::conv2d(bottom.r.data(), int(batch), bottom.height, bottom.width, layers_[0].ahat, s.forecast.data(), kernel_);
+    // Residual: ahat0's output (Q24) corrects the last frame (Q24), and the sum
+    // is clamped to [0, 1] as the float network's clamp(A + ahat0(R_0), 0, 1).
+    if (options_.residual)
+      for (std::size_t n = 0; n < s.forecast.size(); ++n)
+        s.forecast[n] = std::int32_t(std::clamp<std::int64_t>(std::int64_t(s.forecast[n]) + s.last[n], 0, 1 << kForecastFrac));
     for (std::size_t n = 0; n < s.forecast.size(); ++n) {
       s.forecast[n] = std::clamp(s.forecast[n], 0, 1 << kForecastFrac);
       pixels[n] = std::int32_t((std::int64_t(s.forecast[n]) * max_value + (1 << (kForecastFrac - 1))) >> kForecastFrac);
@@ -532,6 +541,8 @@ class ExactEngine final : public PredNetEngine {
                                           (kForecastFrac - 15);
           below[n] = exact::saturate16(std::max<std::int64_t>(prediction - target, 0));
           above[n] = exact::saturate16(std::max<std::int64_t>(target - prediction, 0));
+          // round_half_up(p * 2^24 / max): back to pixels, floor((q max + 2^23) / 2^24) = p.
+          if (options_.residual) s.last[plane * hw + n] = std::int32_t(((p << (kForecastFrac + 1)) + max) / (2 * max));
         }
       }
     }

@@ -41,6 +41,7 @@ std::string PredNetOptions::to_json() const {
   j["r_channels"] = r_channels;
   j["kernel"] = kernel;
   j["layer_loss"] = layer_loss;
+  if (residual) j["forecast"] = "residual";
   return j.dump();
 }
 
@@ -52,6 +53,10 @@ PredNetOptions PredNetOptions::from_json(const std::string& text) {
     o.r_channels = j.value("r_channels", std::vector<int>{});
     o.kernel = j.at("kernel").get<int>();
     o.layer_loss = j.value("layer_loss", std::vector<double>{1.0});
+    const auto forecast = j.value("forecast", std::string("frame"));
+    if (forecast != "frame" && forecast != "residual")
+      throw std::invalid_argument("PredNet options: forecast must be \"frame\" or \"residual\", not \"" + forecast + "\"");
+    o.residual = forecast == "residual";
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(std::string("PredNet options: ") + e.what());
   }

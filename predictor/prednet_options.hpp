@@ -17,6 +17,11 @@ struct PredNetOptions {
   // Weights of each layer's mean error in the training loss; layers past the end weigh 0 (PredNet's
   // L_0 is {1}, its L_all {1, 0.1, 0.1, 0.1}).
   std::vector<double> layer_loss = {1.0};
+  // The frame forecast: false, PredNet's min(relu(ahat0(R_0)), 1); true, a correction to the last
+  // frame seen, clamp(A_0[t-1] + ahat0(R_0), 0, 1), so that a network whose ahat0 is zero forecasts
+  // exactly the previous frame and training starts at that baseline. JSON "forecast": "residual"
+  // (the key is absent for PredNet's own forecast, so older model files and archives are unchanged).
+  bool residual = false;
 
   int layers() const { return int(a_channels.size()); }
   int r(int layer) const { return r_channels.empty() ? a_channels[layer] : r_channels[layer]; }

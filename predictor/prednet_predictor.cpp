@@ -231,12 +231,26 @@ std::vector<std::filesystem::path> model_files_in(const std::filesystem::path& e
 }  // namespace
 
 std::unique_ptr<Predictor> make_prednet_predictor(const LearnedPredictorOptions& options) {
+  if (options.model_data)
+    return std::make_unique<PredNetPredictor>(*options.model_data, options.model_name, options.model_name, options,
+                                              options.model_data->weights_sha256);
   const auto path = options.model.empty() ? default_model_path() : options.model;
   const ModelFile model = load_model_file(path);
   return std::make_unique<PredNetPredictor>(model, path.filename().string(), path, options, model.weights_sha256);
 }
 
-std::unique_ptr<Predictor> prednet_predictor_for(const PredictorIdentity& identity, const std::filesystem::path& model_path) {
+std::vector<std::uint8_t> prednet_model_bytes(const LearnedPredictorOptions& options) {
+  if (options.model_data) {
+    ModelFile model = upgrade_model(*options.model_data, options.model_name);
+    return model.serialize();
+  }
+  const auto path = options.model.empty() ? default_model_path() : options.model;
+  ModelFile model = upgrade_model(load_model_file(path), path.string());
+  return model.serialize();
+}
+
+std::unique_ptr<Predictor> prednet_predictor_for(const PredictorIdentity& identity, const std::filesystem::path& model_path,
+                                                 std::span<const std::uint8_t> embedded) {
   LearnedPredictorOptions options;
   std::string name;
   try {
@@ -250,7 +264,19 @@ std::unique_ptr<Predictor> prednet_predictor_for(const PredictorIdentity& identi
   }
   std::optional<ModelFile> model;
   std::filesystem::path found;
-  const auto candidates = model_path.empty() ? model_search_path() : std::vector<std::filesystem::path>{model_path};
+  if (model_path.empty() && !embedded.empty()) {
+    // The model travels with the data: it must be the one the identity names.
+    const std::string what = "the archive's embedded PredNet model";
+    model = parse_model(embedded, what);
+    if (model->version < 2) throw ModelError(what + " is model format " + std::to_string(model->version) + "; only format 2 is embedded");
+    if (!model->has_weights(identity.weights_sha256))
+      throw ModelError(what + " is another model (weights SHA-256 " + model->weights_sha256.substr(0, 16) +
+                       "..., the archive was written with " + identity.weights_sha256.substr(0, 16) + "...)");
+    found = what;
+  }
+  const auto candidates = !model_path.empty() ? std::vector<std::filesystem::path>{model_path}
+                          : model ? std::vector<std::filesystem::path>{}
+                                  : model_search_path();
   for (const auto& entry : candidates) {
     for (const auto& file : model_files_in(entry)) {
       try {

@@ -37,8 +37,9 @@ std::unique_ptr<Predictor> make_predictor(const std::string& name, const Learned
   return need(name).learned ? make_prednet_predictor(learned) : make_classical_predictor(name);
 }
 
-std::unique_ptr<Predictor> predictor_for(const PredictorIdentity& identity, const std::filesystem::path& model) {
-  return need(identity.kind).learned ? prednet_predictor_for(identity, model) : make_classical_predictor(identity.kind);
+std::unique_ptr<Predictor> predictor_for(const PredictorIdentity& identity, const std::filesystem::path& model,
+                                         std::span<const std::uint8_t> embedded) {
+  return need(identity.kind).learned ? prednet_predictor_for(identity, model, embedded) : make_classical_predictor(identity.kind);
 }
 
 }  // namespace tezip

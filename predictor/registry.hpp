@@ -4,6 +4,7 @@
 // registry.cpp and its test.
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,10 @@ const PredictorInfo* find_predictor(const std::string& name);
 std::unique_ptr<Predictor> make_predictor(const std::string& name, const LearnedPredictorOptions& learned = {});
 
 // For decoding: the predictor an archive's identity names, rebuilt as the encoder had it (for a
-// learned one: the model with the recorded weights, from `model` or the model search path).
-// Throws std::invalid_argument (unknown or unusable), ModelError or DeterminismError.
-std::unique_ptr<Predictor> predictor_for(const PredictorIdentity& identity, const std::filesystem::path& model = {});
+// learned one: the model with the recorded weights, from `model`, the archive's `embedded` model
+// file or the model search path: prednet_predictor_for). Throws std::invalid_argument (unknown or
+// unusable), ModelError or DeterminismError.
+std::unique_ptr<Predictor> predictor_for(const PredictorIdentity& identity, const std::filesystem::path& model = {},
+                                         std::span<const std::uint8_t> embedded = {});
 
 }  // namespace tezip

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -48,6 +49,13 @@ struct TrainingOptions {
   std::filesystem::path checkpoint;
   bool resume = false;  // continue from `checkpoint` (which must exist)
   std::string data_json = "null";  // what the data was (the CLI's paths), kept in the model metadata
+  // Fine-tuning: start from these weights (their parameters must have the shapes `net` gives; a
+  // frame model may start a residual one) instead of random ones. The starting weights are also
+  // the first candidate for the best model, scored on the validation clips before any step.
+  std::shared_ptr<const ModelFile> initial;
+  // Seconds of training (0: no limit): an epoch ends early once it has passed, and training stops
+  // there; the learning rate drops once lr_drop_at of it has passed instead of by epoch.
+  double time_budget = 0;
 
   // Throws std::invalid_argument naming the bad option.
   void validate() const;
@@ -89,7 +97,7 @@ struct TrainingResult {
 // Training, float32 forecasts and their evaluation need libtorch (the learned module): without it
 // they throw LearnedModuleError (learned_predictor.hpp). This throws it up front, before the data
 // is read, and does nothing where libtorch is there.
-void check_training_available();
+void check_training_available(const std::string& purpose = "tezip train");
 
 // Trains on random clips of nt frames cropped at random; a gray model (net.a_channels[0] == 1) takes
 // each channel of colour frames as a gray sample. Reproducible for a seed on one machine and thread

@@ -27,6 +27,8 @@ void TrainingOptions::validate() const {
        "--crop: both sizes must be positive multiples of " + std::to_string(m) + " (2^(layers-1))");
   need(threads >= 1, "--threads must be at least 1");
   need(!resume || !checkpoint.empty(), "resuming needs a checkpoint path");
+  need(time_budget >= 0 && std::isfinite(time_budget), "the time budget must be >= 0 seconds");
+  need(!(resume && initial), "resume from a checkpoint or start from a model, not both");
 }
 
 }  // namespace tezip

@@ -268,12 +268,17 @@ TEST_CASE("a foreign header is rejected by name", "[archive]") {
     const auto why = message_of<DataError>([&] { ArchiveReader reader(path); });
     CHECK((why.find("magic") != std::string::npos || why.find("too small") != std::string::npos));
   }
-  SECTION("version 3") {
-    bytes[8] = 3;
+  SECTION("version 4") {
+    bytes[8] = 4;
     write_file(path, bytes);
     const auto why = message_of<DataError>([&] { ArchiveReader reader(path); });
-    CHECK_THAT(why, Contains("version 3"));
+    CHECK_THAT(why, Contains("version 4"));
     CHECK_THAT(why, Contains("not supported"));
+  }
+  SECTION("version 3 (an embedded model) on an index without one") {
+    bytes[8] = 3;
+    write_file(path, bytes);
+    CHECK_THAT(message_of<DataError>([&] { ArchiveReader reader(path); }), Contains("embedded model"));
   }
   SECTION("version 0x01000001") {
     bytes[11] = 1;

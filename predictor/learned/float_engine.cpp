@@ -126,6 +126,9 @@ class FloatEngine final : public PredNetEngine {
       for (auto* g : states) parts.push_back(g->state.forecast);
       s.forecast = torch::cat(parts, 0);
     }
+    std::vector<torch::Tensor> last;
+    for (auto* g : states) last.push_back(g->state.last);
+    s.last = torch::cat(last, 0);
     return s;
   }
 
@@ -143,6 +146,7 @@ class FloatEngine final : public PredNetEngine {
         g->state.e[l] = batch.e[l].narrow(0, at, n);
       }
       if (batch.forecast.defined()) g->state.forecast = batch.forecast.narrow(0, at, n);
+      g->state.last = batch.last.narrow(0, at, n);
       at += n;
     }
   }

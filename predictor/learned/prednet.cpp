@@ -36,6 +36,7 @@ PredNetState PredNetImpl::initial_state(std::int64_t batch, std::int64_t height,
     s.c.push_back(torch::zeros({batch, options_.r(l), h, w}, tensor_options));
     s.e.push_back(torch::zeros({batch, 2 * options_.a_channels[l], h, w}, tensor_options));
   }
+  s.last = torch::zeros({batch, options_.a_channels[0], height, width}, tensor_options);
   return s;
 }
 
@@ -50,7 +51,7 @@ torch::Tensor PredNetImpl::predict(PredNetState& s) {
     s.c[l] = f * s.c[l] + i * torch::tanh(gates[3]);
     s.r[l] = o * torch::tanh(s.c[l]);
   }
-  s.forecast = torch::relu(ahat[0](s.r[0])).clamp_max(1.0);
+  s.forecast = options_.residual ? (s.last + ahat[0](s.r[0])).clamp(0.0, 1.0) : torch::relu(ahat[0](s.r[0])).clamp_max(1.0);
   return s.forecast;
 }
 
@@ -63,6 +64,7 @@ torch::Tensor PredNetImpl::correct(PredNetState& s, const torch::Tensor& frame) 
     errors.push_back(s.e[l].mean({1, 2, 3}));
     if (l + 1 < options_.layers()) target = torch::max_pool2d(torch::relu(a[l + 1](s.e[l])), 2);
   }
+  s.last = frame;
   return torch::stack(errors, 1);  // [B, layers]
 }
 

@@ -15,6 +15,7 @@ namespace tezip {
 struct PredNetState {
   std::vector<torch::Tensor> r, c, e;
   torch::Tensor forecast;
+  torch::Tensor last;  // the last frame seen (zeros before the first): the residual forecast's base
 };
 
 // One time step is `predict` (top-down: R from the previous errors, then the forecast of the next

@@ -345,7 +345,31 @@ void initialize(PredNet& net) {
       torch::nn::init::xavier_uniform_(conv->weight);
       torch::nn::init::zeros_(conv->bias);
     }
-  torch::nn::init::constant_(net->ahat[0]->bias, 0.5);
+  if (net->options().residual) {
+    // A correction to the last frame: zero, so that training starts at the previous frame's forecast.
+    torch::nn::init::zeros_(net->ahat[0]->weight);
+    torch::nn::init::zeros_(net->ahat[0]->bias);
+  } else {
+    torch::nn::init::constant_(net->ahat[0]->bias, 0.5);
+  }
+}
+
+// Fine-tuning: the weights of `model` into `net`. A frame model that starts a residual one keeps
+// everything but its forecast head, which starts at zero (the previous frame).
+void load_initial(PredNet& net, const ModelFile& model) {
+  PredNet start = load_prednet(model, "the starting model");
+  auto parameters = net->named_parameters();
+  torch::NoGradGuard no_grad;
+  for (const auto& t : start->named_parameters()) {
+    if (!parameters.contains(t.key()) || !parameters[t.key()].sizes().equals(t.value().sizes()))
+      throw TrainingError("the starting model " + model.options.to_json() + " does not fit the network " + net->options().to_json() +
+                          " (parameter '" + t.key() + "')");
+    parameters[t.key()].copy_(t.value());
+  }
+  if (net->options().residual && !model.options.residual) {
+    torch::nn::init::zeros_(net->ahat[0]->weight);
+    torch::nn::init::zeros_(net->ahat[0]->bias);
+  }
 }
 
 }  // namespace
@@ -365,6 +389,7 @@ TrainingResult train_prednet(const std::vector<TrainingSequence>& sequences, con
   torch::manual_seed(o.seed);
   PredNet net(o.net);
   initialize(net);
+  if (o.initial) load_initial(net, *o.initial);
   net->to(device);
   torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(o.lr));
 
@@ -389,16 +414,54 @@ TrainingResult train_prednet(const std::vector<TrainingSequence>& sequences, con
   for (const auto& r : state.history)
     if (r.epoch == state.best_epoch) best_mse = r.val_mse;
   const auto run_start = Clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - run_start).count(); };
+  if (o.initial && !val_clips.empty()) {
+    // Epoch 0: the starting weights, which training must beat to be kept.
+    net->eval();
+    EpochReport report;
+    report.epochs = o.epochs;
+    report.train_loss = std::nan("");
+    report.val_mse = prednet_sum(net, val_data, std::max(o.batch, 8), device) / val_values;
+    report.previous_mse = baselines.previous / val_values;
+    report.linear_mse = baselines.linear / val_values;
+    report.best = true;
+    report.seconds = elapsed();
+    best_mse = report.val_mse;
+    net->to(torch::kCPU);
+    best = make_model_file(net, "{}");
+    net->to(device);
+    state.history.push_back(report);
+    best.metadata_json = metadata(sequences, split, o, state.history, state.best_epoch, device_name);
+    state.best_model = best.serialize();
+    if (callbacks.on_epoch) callbacks.on_epoch(report);
+  }
+  bool out_of_time = false;
 
-  for (int epoch = state.epoch + 1; epoch <= o.epochs; ++epoch) {
+  for (int epoch = state.epoch + 1; epoch <= o.epochs && !out_of_time; ++epoch) {
     const auto start = Clock::now();
-    const double lr = epoch > int(std::ceil(o.lr_drop_at * o.epochs)) ? o.lr * o.lr_drop : o.lr;
+    auto learning_rate = [&] {
+      if (o.time_budget > 0) return elapsed() > o.lr_drop_at * o.time_budget ? o.lr * o.lr_drop : o.lr;
+      return epoch > int(std::ceil(o.lr_drop_at * o.epochs)) ? o.lr * o.lr_drop : o.lr;
+    };
+    double lr = learning_rate();
     for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
     // Each epoch draws from its own seed, so a resumed run repeats the clips of an uninterrupted one.
     std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ULL + std::uint64_t(epoch));
     net->train();
     double loss_sum = 0;
+    int steps_done = 0;
     for (int step = 1; step <= o.steps; ++step) {
+      if (o.time_budget > 0) {
+        if (elapsed() >= o.time_budget) {
+          out_of_time = true;
+          break;
+        }
+        if (const double now = learning_rate(); now != lr) {
+          lr = now;
+          for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+        }
+      }
+      ++steps_done;
       std::vector<Clip> clips;
       for (int b = 0; b < o.batch; ++b) clips.push_back(sampler(rng));
       const auto batch = gather(sequences, clips, o).to(device);
@@ -415,7 +478,8 @@ TrainingResult train_prednet(const std::vector<TrainingSequence>& sequences, con
     EpochReport report;
     report.epoch = epoch;
     report.epochs = o.epochs;
-    report.train_loss = loss_sum / o.steps;
+    if (steps_done == 0) break;  // the budget ran out before this epoch began
+    report.train_loss = loss_sum / steps_done;
     report.lr = lr;
     report.val_mse = val_clips.empty() ? std::nan("") : prednet_sum(net, val_data, std::max(o.batch, 8), device) / val_values;
     report.previous_mse = baselines.previous / val_values;
