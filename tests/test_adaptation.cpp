@@ -55,7 +55,7 @@ TEST_CASE("adapt_sample keeps every frame that fits, else evenly spaced windows"
   CHECK(auto_adapt_seconds(std::uint64_t(2200) * 1000 * 1000, 2) > auto_adapt_seconds(std::uint64_t(1100) * 1000 * 1000, 2));
 }
 
-TEST_CASE("--adapt needs libtorch, and says so", "[adapt][cli]") {
+TEST_CASE("compress --adapt needs libtorch, and says so", "[adapt][cli]") {
   test::TempDir dir;
   const std::string env = "TEZIP_LEARNED_MODULE=" + test::quote(dir / "none.so");
   auto run = test::tezip_cli("compress " + test::quote(kSamples / "mire") + " -o " + test::quote(dir / "a.tzp") +
@@ -74,7 +74,7 @@ TEST_CASE("--adapt needs libtorch, and says so", "[adapt][cli]") {
 }
 
 #ifdef TEZIP_HAVE_TORCH
-TEST_CASE("--adapt fine-tunes within its budget, embeds the model, and the archive decodes without it", "[adapt][cli][torch]") {
+TEST_CASE("compress --adapt fine-tunes within its budget, embeds the model, and the archive decodes without it", "[adapt][cli][torch]") {
   test::TempDir dir;
   const auto mire = kSamples / "mire";
   const auto start = std::chrono::steady_clock::now();
