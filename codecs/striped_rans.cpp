@@ -570,7 +570,9 @@ void StripedRansDecoder::decode(std::span<std::uint32_t> out) {
   while (rows > 0) {
     // Segments are decoded whole: a request must end on a segment boundary or at the stream's end.
     const std::size_t count = std::min(st.segment_rows, st.rows - st.rows_done);
-    if (count > rows) throw std::invalid_argument("striped rans decoder: request ends inside a segment");
+    // The segment height comes from the stream: a stream whose segments do not fit the caller's
+    // requests (a plane at a time) is damaged, not misused (found by tests/fuzz, target chunk).
+    if (count > rows) throw CodecError("striped rans: a segment runs past the plane requested");
     st.decode_segment(count, o);
     o += count * st.width;
     rows -= count;

@@ -62,15 +62,15 @@ struct ChunkSetup {
 };
 
 // Layout: width-1, height-1, flags (bit 0 colour, bit 1 16-bit, bits 2-3 predictor, bit 4 interval
-// quantizer), error mode, frames-1, reserved, f64 abs, f64 rel. False when the setup is one the
+// quantizer, bit 5 bidirectional instead), error mode, frames-1, reserved, f64 abs, f64 rel. False when the setup is one the
 // index parser would refuse (or too large for a fuzz run).
 bool parse_chunk_setup(const std::uint8_t* p, ChunkSetup& s) {
   s.shape.width = std::uint32_t(p[0]) + 1;
   s.shape.height = std::uint32_t(p[1]) + 1;
   s.shape.channels = (p[2] & 1) ? 3 : 1;
   s.shape.max_value = (p[2] & 2) ? 65535 : 255;
-  static const char* const predictors[] = {"intra", "previous", "linear", "previous"};
-  s.predictor = predictors[(p[2] >> 2) & 3];
+  static const char* const predictors[] = {"intra", "previous", "linear", "auto"};
+  s.predictor = (p[2] & 32) ? "bidirectional" : predictors[(p[2] >> 2) & 3];
   s.settings.quantizer = (p[2] & 16) ? tezip::QuantizerKind::Interval : tezip::QuantizerKind::Linear;
   if (p[3] > std::uint8_t(tezip::codecs::BoundMode::PwRel)) return false;
   s.settings.bound.mode = tezip::codecs::BoundMode(p[3]);
@@ -87,6 +87,8 @@ void write_chunk_setup(const ChunkSetup& s, Bytes& out) {
                        (s.settings.quantizer == tezip::QuantizerKind::Interval ? 16 : 0);
   if (s.predictor == "previous") flags |= 1 << 2;
   if (s.predictor == "linear") flags |= 2 << 2;
+  if (s.predictor == "auto") flags |= 3 << 2;
+  if (s.predictor == "bidirectional") flags |= 32;
   const std::uint8_t head[6] = {std::uint8_t(s.shape.width - 1), std::uint8_t(s.shape.height - 1), flags,
                                 std::uint8_t(s.settings.bound.mode), std::uint8_t(s.frames - 1), 0};
   out.insert(out.end(), head, head + 6);
@@ -230,8 +232,9 @@ void symbols_seed(const std::filesystem::path& dir, std::size_t row_width, std::
 // Splits a chunk the way decode_gops reads it, to give each coded stream to the symbols target.
 void cut_streams(const std::filesystem::path& dir, const tezip::FrameShape& shape, std::span<const std::uint8_t> chunk) {
   tezip::ByteReader in(chunk, "chunk");
+  const std::uint8_t version = in.u8();
   in.u8();
-  in.u8();
+  if (version >= 4) in.u8();  // the predictor choice
   const std::size_t count = in.varint();
   const std::size_t plane = std::size_t(shape.width) * shape.height;
   std::size_t symbols = 0, runs = 0;
@@ -247,6 +250,11 @@ void cut_streams(const std::filesystem::path& dir, const tezip::FrameShape& shap
   symbols_seed(dir, 0, runs, in.blob());
   const std::size_t literals = in.varint();
   symbols_seed(dir, 0, literals, in.blob());
+  in.blob();  // block maps (their count needs the plane modes)
+  if (version >= 4) {
+    const std::size_t motion = in.varint();
+    symbols_seed(dir, 0, motion, in.blob());
+  }
 }
 
 void cut_archive(const std::filesystem::path& out, const std::filesystem::path& archive) {
@@ -298,6 +306,11 @@ void make_archives(const std::filesystem::path& work, const std::filesystem::pat
       {3, 16, BoundMode::AbsRel, 50, 0.001, linear, "previous", true, false},
       {1, 8, BoundMode::PwRel, 0, 0.05, linear, "previous", true, false},
       {3, 16, BoundMode::PwRel, 0, 0.01, interval, "linear", false, false},
+      {1, 8, BoundMode::Lossless, 0, 0, linear, "auto", false, false},
+      {3, 8, BoundMode::Abs, 2, 0, linear, "auto", false, false},
+      {1, 8, BoundMode::Lossless, 0, 0, linear, "bidirectional", false, false},
+      {3, 16, BoundMode::Abs, 3, 0, interval, "bidirectional", false, false},
+      {1, 8, BoundMode::Abs, 1, 0, linear, "bidirectional", false, false},
   };
   int n = 0;
   for (const auto& c : cases) {

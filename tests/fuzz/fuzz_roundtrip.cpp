@@ -6,7 +6,8 @@
 //
 // Layout: [w][h][frames][flags][mode][abs][rel][gop][coder][seed] then pixel bytes (cycled, and
 // shifted per frame so that predictors have motion to find). flags: bit 0 colour, bit 1 16-bit,
-// bits 2-3 predictor, bit 4 interval quantizer, bit 5 dynamic GOP, bit 6 a second sequence.
+// bits 2-3 predictor, bit 4 interval quantizer, bit 5 dynamic GOP, bit 6 a second sequence, bit 7
+// the predictors auto and bidirectional instead (by bits 2-3); coder byte bit 7: coded motion off.
 #include <unistd.h>
 
 #include <cstdint>
@@ -75,8 +76,9 @@ Case make_case(const std::uint8_t* data, std::size_t size) {
   g.channels = (flags & 1) ? 3 : 1;
   g.type = (flags & 2) ? PixelType::U16 : PixelType::U8;
   static const char* const predictors[] = {"intra", "previous", "linear", "motion"};
+  static const char* const others[] = {"auto", "bidirectional", "auto", "bidirectional"};
   auto& o = c.options;
-  o.predictor = predictors[(flags >> 2) & 3];
+  o.predictor = (flags & 128) ? others[(flags >> 2) & 3] : predictors[(flags >> 2) & 3];
   o.coding.quantizer = (flags & 16) ? QuantizerKind::Interval : QuantizerKind::Linear;
   auto& b = o.coding.bound;
   b.mode = codecs::BoundMode(data[4] % 5);
@@ -97,6 +99,7 @@ Case make_case(const std::uint8_t* data, std::size_t size) {
   o.coding.rans_coder = (coder & 3) != 2;  // fast, best or zstd alone
   o.coding.adaptive_coder = (coder & 3) == 1;
   o.coding.zstd_level = 1 + (coder >> 2) % 6;
+  o.coding.coded_motion = !(coder & 128);
   const std::uint8_t seed = data[9];
 
   const std::uint8_t* pixels = data + kHeader;
