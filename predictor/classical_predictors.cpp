@@ -15,16 +15,22 @@ PredictorIdentity named(const char* kind) {
   return id;
 }
 
-class PreviousFramePredictor final : public HistoryPredictor {
+// Forecasts the previous frame: `previous`, and what `auto` and `bidirectional` forecast as
+// sequential predictors (the dynamic GOP window's test).
+class PreviousFrameForecast : public HistoryPredictor {
  public:
-  PredictorIdentity identity() const override { return named("previous"); }
-  bool forecasts_previous_frame() const override { return true; }
   void forecast(std::span<GopState* const> gops, std::span<const std::span<std::uint16_t>> forecasts) const override {
     for (std::size_t i = 0; i < gops.size(); ++i) {
       const auto& state = static_cast<const FrameHistory&>(*gops[i]);
       std::copy(state.last.begin(), state.last.end(), forecasts[i].begin());
     }
   }
+};
+
+class PreviousFramePredictor final : public PreviousFrameForecast {
+ public:
+  PredictorIdentity identity() const override { return named("previous"); }
+  bool forecasts_previous_frame() const override { return true; }
 };
 
 class LinearExtrapolationPredictor final : public HistoryPredictor {
@@ -61,22 +67,16 @@ class IntraOnlyPredictor final : public Predictor {
 
 // Hierarchical bidirectional GOPs (B-frames): the GOP codec forecasts each frame from the
 // reconstructions on both sides; as a sequential predictor (the dynamic window's test) it is `previous`.
-class BidirectionalPredictor final : public HistoryPredictor {
+class BidirectionalPredictor final : public PreviousFrameForecast {
  public:
   PredictorIdentity identity() const override { return named("bidirectional"); }
   bool bidirectional() const override { return true; }
-  void forecast(std::span<GopState* const> gops, std::span<const std::span<std::uint16_t>> forecasts) const override {
-    for (std::size_t i = 0; i < gops.size(); ++i) {
-      const auto& state = static_cast<const FrameHistory&>(*gops[i]);
-      std::copy(state.last.begin(), state.last.end(), forecasts[i].begin());
-    }
-  }
 };
 
 // The encoder's choice per GOP (compressor/gop_codec.cpp measures it): the default, so that no
 // user has to know that depth maps want `intra`. Between the choices it forecasts as `previous`,
 // which the dynamic GOP window uses to place key frames.
-class AutoPredictor final : public HistoryPredictor {
+class AutoPredictor final : public PreviousFrameForecast {
  public:
   PredictorIdentity identity() const override { return named("auto"); }
   bool forecasts_previous_frame() const override { return true; }
@@ -90,12 +90,6 @@ class AutoPredictor final : public HistoryPredictor {
     // it gained 1.3% on mire2 abs 2 and 0.5-1% on Moving MNIST only (docs/defaults.md).
     static const Predictor* const list[] = {&previous, &intra, &linear};
     return list;
-  }
-  void forecast(std::span<GopState* const> gops, std::span<const std::span<std::uint16_t>> forecasts) const override {
-    for (std::size_t i = 0; i < gops.size(); ++i) {
-      const auto& state = static_cast<const FrameHistory&>(*gops[i]);
-      std::copy(state.last.begin(), state.last.end(), forecasts[i].begin());
-    }
   }
 };
 
