@@ -84,11 +84,9 @@ class AutoPredictor final : public PreviousFrameForecast {
     static const PreviousFramePredictor previous;
     static const IntraOnlyPredictor intra;
     static const LinearExtrapolationPredictor linear;
+    static const BidirectionalPredictor bidirectional;
     // The order is the archive format (chunk predictor byte - 1); ties go to the first.
-    // `bidirectional` is not among them: its trial on the first frames (a far frame 2 away) does
-    // not foresee a GOP's (31 away): measured with it, castle lossless fell from 32.3 to 24.8, and
-    // it gained 1.3% on mire2 abs 2 and 0.5-1% on Moving MNIST only (docs/defaults.md).
-    static const Predictor* const list[] = {&previous, &intra, &linear};
+    static const Predictor* const list[] = {&previous, &intra, &linear, &bidirectional};
     return list;
   }
 };

@@ -237,16 +237,17 @@ TEST_CASE("the auto predictor chooses per GOP, records it, and decodes what it c
   }
   const auto predictor = make_classical_predictor("auto");
   REQUIRE(predictor->identity().kind == "auto");
-  REQUIRE(predictor->choices().size() == 3);
+  REQUIRE(predictor->choices().size() == 4);
   for (const codecs::ErrorBound bound : {codecs::ErrorBound{}, codecs::ErrorBound{BoundMode::Abs, 2, 0}}) {
     INFO(codecs::describe(bound));
     CodingSettings settings;
     settings.bound = bound;
     const GopFrames* gops[] = {&still, &jumping};
     const auto coded = encode_gops(*predictor, shape, gops, settings);
-    // Chunk bytes: version, quantizer, predictor choice (index + 1 into choices(): previous, intra, linear).
-    CHECK(int(coded[0].bytes[2]) == 1);
-    CHECK((coded[1].bytes[2] >= 1 && coded[1].bytes[2] <= 3));
+    // Chunk bytes: version, quantizer, predictor choice (index + 1 into choices(): previous, intra,
+    // linear, bidirectional).
+    CHECK((coded[0].bytes[2] == 1 || coded[0].bytes[2] == 4));  // a temporal choice for the still scene
+    CHECK((coded[1].bytes[2] >= 1 && coded[1].bytes[2] <= 4));
     // The choice is the smaller of what each candidate codes.
     for (std::size_t g = 0; g < 2; ++g) {
       const GopFrames* one[] = {gops[g]};
@@ -263,7 +264,7 @@ TEST_CASE("the auto predictor chooses per GOP, records it, and decodes what it c
 
     // A choice the predictor does not offer, or any choice under a predictor without choices, is refused.
     auto bad = coded[1].bytes;
-    bad[2] = 4;
+    bad[2] = 5;
     const std::span<const std::uint8_t> bad_chunks[] = {bad};
     const std::size_t one_count[] = {8};
     CHECK_THROWS_AS(decode_gops(*predictor, shape, bad_chunks, one_count, settings), DataError);
@@ -298,9 +299,10 @@ TEST_CASE("bidirectional GOPs code frames out of order within the bound, and pay
   const auto b0 = encode_gops(*bidirectional, shape, gops, abs2);
   const auto p0 = encode_gops(*previous, shape, gops, abs2);
   INFO("bidirectional " << b[0].bytes.size() << " bytes, previous " << p[0].bytes.size() << "; without motion " << b0[0].bytes.size() << " and " << p0[0].bytes.size());
-  // Without coded motion, interpolation averages the noise (measured: 9% smaller); with it, the
-  // half-pixel vectors of `previous` smooth the noise too, and bi-prediction keeps a smaller lead.
-  CHECK(b0[0].bytes.size() * 100 < p0[0].bytes.size() * 95);
+  // Without coded motion, interpolation averages the noise of every other frame (the frames between
+  // anchors; measured: 4% smaller); with it, the fractional vectors of `previous` smooth the noise
+  // too, and bi-prediction keeps a smaller lead.
+  CHECK(b0[0].bytes.size() * 100 < p0[0].bytes.size() * 97);
   CHECK(b[0].bytes.size() < p[0].bytes.size());
 
   // Every mode, both quantizers, colour and GOPs of uneven lengths round trip within the bound.
