@@ -34,7 +34,7 @@ echo "== main job on the bundled sample (datasets/sample)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for seq in vtest mire castle16; do
-  for predictor in previous prednet; do
+  for predictor in auto prednet; do
     for mode in "lossless" "abs --bound 2"; do
       label=${mode/ --bound /}
       name="$seq-$predictor-$label"
