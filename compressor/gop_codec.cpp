@@ -197,6 +197,13 @@ void average(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b,
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::uint16_t((std::uint32_t(a[i]) + b[i] + 1) >> 1);
 }
 
+// reference[t] of a sequential GOP of n frames: frame t - 1 (the key frame has none).
+std::vector<std::size_t> sequential_references(std::size_t n) {
+  std::vector<std::size_t> out(n, kNoFrame);
+  for (std::size_t t = 1; t < n; ++t) out[t] = t - 1;
+  return out;
+}
+
 // The field towards `far`, on the other side of frame t from the field's reference `near`.
 codecs::MotionField far_field(const codecs::MotionField& field, std::size_t t, std::size_t near, std::size_t far) {
   const int d_near = int(near > t ? near - t : t - near), d_far = int(far > t ? far - t : t - far);
@@ -252,10 +259,7 @@ void interpolate(std::span<const std::uint16_t> a, std::span<const std::uint16_t
     return;
   }
   const std::uint32_t wa = std::uint32_t(f.hi - f.t), wb = std::uint32_t(f.t - f.lo), w = wa + wb;
-  if (wa == wb) {
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::uint16_t((std::uint32_t(a[i]) + b[i] + 1) >> 1);
-    return;
-  }
+  if (wa == wb) return average(a, b, out);
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::uint16_t((a[i] * wa + b[i] * wb + w / 2) / w);
 }
 
@@ -304,7 +308,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   std::vector<std::uint32_t> block_map(codecs::forecast_block_count(shape.width, shape.height));
   std::vector<std::uint16_t> compensated(settings.coded_motion ? shape.size() : 0);
   std::vector<std::uint32_t> motion_symbols;
-  // The last motion field searched per (GOP, channel): its vectors are the next frame's candidates.
+  // The last motion field searched per GOP (on channel 0): its vectors are the next frame's candidates.
   std::vector<codecs::MotionField> motion_hints(settings.coded_motion ? gops.size() : 0);
   // reference[g][t]: the reconstructed frame coded motion of frame t refers to (t - 1 in sequential
   // GOPs; the nearer coded neighbour in bidirectional ones).
@@ -572,9 +576,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   for (std::size_t g = 0; g < gops.size(); ++g) {
     const auto& frames = *gops[g];
     if (frames.empty()) throw std::invalid_argument("empty GOP");
-    reference[g].resize(frames.size());
+    reference[g] = sequential_references(frames.size());
     far_reference[g].assign(frames.size(), kNoFrame);
-    for (std::size_t t = 1; t < frames.size(); ++t) reference[g][t] = t - 1;
     for (const auto& f : frames)
       if (f.size() != shape.size()) throw std::invalid_argument("frame size differs from the GOP's shape");
     encoded[g].reconstruction.assign(frames.size(), std::vector<std::uint16_t>(shape.size()));
@@ -710,9 +713,8 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   bool bi = false;  // the frame's field is used towards both sides
   std::vector<std::uint16_t> far_forecast(predictor.bidirectional() ? plane_size : 0);
   for (std::size_t g = 0; g < chunks.size(); ++g) {
-    references[g].resize(frame_counts[g]);
+    references[g] = sequential_references(frame_counts[g]);
     far_references[g].assign(frame_counts[g], kNoFrame);
-    for (std::size_t t = 1; t < frame_counts[g]; ++t) references[g][t] = t - 1;
   }
   std::vector<std::uint16_t> blended(plane_size);
   std::vector<std::int32_t, DefaultInitAllocator<std::int32_t>> plane_symbols(plane_size), previous_symbols;
