@@ -12,6 +12,8 @@
 #include <set>
 #include <string_view>
 
+#include "codecs/codec_error.hpp"
+#include "codecs/zstd_frame.hpp"
 #include "format/byte_io.hpp"
 #include "format/errors.hpp"
 #include "io/output_path.hpp"
@@ -143,12 +145,32 @@ std::size_t ArchiveIndex::chunk_of(std::size_t sequence, std::size_t frame) cons
   return std::size_t(it - 1 - chunks.begin());
 }
 
-std::uint32_t archive_version(const ArchiveIndex& index) { return index.model.size > 0 ? kArchiveVersion : kArchiveVersionWithoutModel; }
+// The largest index body a reader inflates: about 2^28 frames' worth of entries. The stored frame
+// is checked against the footer's hash before it is inflated, so only a crafted file reaches this.
+constexpr std::size_t kMaxIndexBody = std::size_t(1) << 34;
+constexpr int kIndexLevel = 19;  // the index is a small part of the work; its bytes are for good
 
-std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index) {
+std::vector<std::uint8_t> store_index_body(std::span<const std::uint8_t> body) {
+  return codecs::compress_zstd_frame(body, kIndexLevel);
+}
+
+std::vector<std::uint8_t> load_index_body(std::span<const std::uint8_t> stored) {
+  try {
+    return codecs::decompress_zstd_frame(stored, 0, std::min<std::size_t>(kMaxIndexBody, std::max<std::size_t>(stored.size(), 1) << 16),
+                                         "archive index");
+  } catch (const codecs::CodecError& e) {
+    throw DataError(e.what());
+  }
+}
+
+std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index, std::uint32_t version) {
+  if (version < kOldestArchiveVersion || version > kArchiveVersion || (version == 2 && index.model.size > 0) ||
+      (version == 3 && index.model.size == 0))
+    throw std::invalid_argument("serialize_index: version " + std::to_string(version) + " cannot hold this index");
   ByteWriter out;
   write_settings(out, index.settings);
-  if (archive_version(index) >= 3) {
+  if (version >= 4) out.u8(index.model.size > 0);
+  if (index.model.size > 0) {
     out.u64(index.model.offset);
     out.u64(index.model.size);
     out.u64(index.model.hash);
@@ -191,7 +213,13 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
   std::set<std::string> sequence_names;
   index.settings = read_settings(in);
   std::uint64_t chunks_start = kHeaderSize;
-  if (version >= 3) {
+  bool has_model = version == 3;
+  if (version >= 4) {
+    const std::uint8_t flag = in.u8();
+    if (flag > 1) in.fail("bad embedded model flag");
+    has_model = flag == 1;
+  }
+  if (has_model) {
     index.model.offset = in.u64();
     index.model.size = in.u64();
     index.model.hash = in.u64();
@@ -281,7 +309,7 @@ ArchiveWriter::ArchiveWriter(std::filesystem::path path, bool overwrite)
   if (fd_ < 0) throw OutputError(path_.string() + ": cannot create: " + errno_text());
   ByteWriter header;
   header.raw(kMagic, sizeof kMagic);
-  header.u32(kArchiveVersionWithoutModel);  // finish() rewrites it for an archive with a model
+  header.u32(kArchiveVersion);
   header.u32(0);  // flags
   write_all(header.bytes());
 }
@@ -326,12 +354,7 @@ std::uint64_t ArchiveWriter::finish(const ArchiveIndex& index) {
     throw InputError(path_.string() + ": cannot be written: " + problem);
   if (index.model.size > 0 && index.model.offset != kHeaderSize)
     throw std::logic_error("ArchiveWriter::finish: the index's model was not embedded by this writer");
-  if (archive_version(index) != kArchiveVersionWithoutModel) {
-    ByteWriter version;
-    version.u32(archive_version(index));
-    if (::pwrite(fd_, version.bytes().data(), 4, 8) != 4) throw OutputError(path_.string() + ": write failed: " + errno_text());
-  }
-  const auto body = serialize_index(index);
+  const auto body = store_index_body(serialize_index(index));
   const std::uint64_t index_offset = position_;
   write_all(body);
   ByteWriter footer;
@@ -396,9 +419,9 @@ ArchiveReader::ArchiveReader(const std::filesystem::path& path, const ArchiveLim
   std::uint32_t version, flags;
   std::memcpy(&version, header + 8, 4);
   std::memcpy(&flags, header + 12, 4);
-  if (version != kArchiveVersion && version != kArchiveVersionWithoutModel)
+  if (version < kOldestArchiveVersion || version > kArchiveVersion)
     fail("archive format version " + std::to_string(version) + " is not supported (this tezip reads " +
-         std::to_string(kArchiveVersionWithoutModel) + " and " + std::to_string(kArchiveVersion) + ")");
+         std::to_string(kOldestArchiveVersion) + " to " + std::to_string(kArchiveVersion) + ")");
   if (flags != 0) fail("unknown archive flags");
   if (std::memcmp(footer + 24, kFooterMagic, sizeof kFooterMagic) != 0)
     fail("footer missing: the archive is truncated or was not finished");
@@ -413,7 +436,8 @@ ArchiveReader::ArchiveReader(const std::filesystem::path& path, const ArchiveLim
   if (::pread(fd_, body.data(), body.size(), off_t(index_offset)) != ssize_t(body.size())) fail("cannot read index");
   if (hash_bytes(body) != index_hash) fail("index checksum mismatch (the archive is damaged)");
   try {
-    index_ = parse_index(body, index_offset, limits, version);
+    index_ = version >= 4 ? parse_index(load_index_body(body), index_offset, limits, version)
+                          : parse_index(body, index_offset, limits, version);
   } catch (const DataError& e) {
     fail(e.what());
   }

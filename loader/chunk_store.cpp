@@ -100,8 +100,9 @@ ArchiveFrame read_frame(const fs::path& path) {
     throw DataError(path.string() + ": index location out of range");
   f.header.resize(kHeaderBytes);
   read_exact(fd.get(), f.header.data(), kHeaderBytes, 0, path);
-  // Version 3 embeds the predictor's model right after the header: the copy needs it from the start.
-  if (f.header[8] == 3) {
+  // A model embedded right after the header (version 3, and version 4 where the index says so):
+  // the copy needs it from the start.
+  if (f.header[8] >= 3) {
     const std::uint64_t model = ArchiveReader(path).index().model.size;
     f.header.resize(kHeaderBytes + model);
     read_exact(fd.get(), f.header.data(), f.header.size(), 0, path);

@@ -111,9 +111,15 @@ struct SampleArchive {
   }
   ArchiveIndex index() const { return ArchiveReader(archive).index(); }
 
-  // This archive's header and chunks with `body` as its index, and a footer that vouches for it.
-  // `chunks` replaces this archive's own bytes before the index (same length).
+  // This archive's header and chunks with `body` (an index body of version 4) as its index, stored
+  // the way version 4 stores it, and a footer that vouches for it. `chunks` replaces this archive's
+  // own bytes before the index (same length).
   Bytes with_index(const Bytes& body, const Bytes* chunks = nullptr) const {
+    return with_stored_index(store_index_body(body), chunks);
+  }
+  // The same with `stored` as the index's bytes as they are.
+  Bytes with_stored_index(const Bytes& stored, const Bytes* chunks = nullptr) const {
+    const Bytes& body = stored;
     const Bytes& source = chunks ? *chunks : bytes;
     Bytes out(source.begin(), source.begin() + std::ptrdiff_t(index_offset()));
     const std::uint64_t offset = out.size();
@@ -150,6 +156,21 @@ TEST_CASE("the sample archive decodes", "[archive]") {
   const auto report = verify(sample.archive, sample.data, 1);
   CHECK(report.ok());
   CHECK(report.max_error == 0);
+}
+
+TEST_CASE("archives of versions 2 (index stored as it is) and 4 (compressed) hold the same", "[archive]") {
+  const SampleArchive sample;
+  const auto index = sample.index();
+  Bytes old = sample.bytes;
+  old[8] = 2;
+  const Bytes v2 = sample.with_stored_index(serialize_index(index, 2), &old);
+  const fs::path path = sample.dir / "v2.tzp";
+  write_file(path, v2);
+  CHECK(ArchiveReader(path).index().chunks.size() == index.chunks.size());
+  CHECK(decode_all(path) == decode_all(sample.archive));
+  CHECK(verify(path, sample.data, 1).ok());
+  // The compressed index is the smaller.
+  CHECK(sample.bytes.size() < v2.size());
 }
 
 TEST_CASE("a truncated archive is a DataError at any length", "[archive]") {
@@ -268,17 +289,27 @@ TEST_CASE("a foreign header is rejected by name", "[archive]") {
     const auto why = message_of<DataError>([&] { ArchiveReader reader(path); });
     CHECK((why.find("magic") != std::string::npos || why.find("too small") != std::string::npos));
   }
-  SECTION("version 4") {
-    bytes[8] = 4;
+  SECTION("version 5") {
+    bytes[8] = 5;
     write_file(path, bytes);
     const auto why = message_of<DataError>([&] { ArchiveReader reader(path); });
-    CHECK_THAT(why, Contains("version 4"));
+    CHECK_THAT(why, Contains("version 5"));
     CHECK_THAT(why, Contains("not supported"));
   }
-  SECTION("version 3 (an embedded model) on an index without one") {
+  SECTION("version 1") {
+    bytes[8] = 1;
+    write_file(path, bytes);
+    CHECK_THAT(message_of<DataError>([&] { ArchiveReader reader(path); }), Contains("version 1"));
+  }
+  SECTION("version 3 (an embedded model, the index stored as it is) on a compressed index") {
     bytes[8] = 3;
     write_file(path, bytes);
-    CHECK_THAT(message_of<DataError>([&] { ArchiveReader reader(path); }), Contains("embedded model"));
+    CHECK_THROWS_AS(ArchiveReader(path), DataError);
+  }
+  SECTION("a version-4 index that is not a zstd frame") {
+    const Bytes raw = serialize_index(sample.index());
+    write_file(path, sample.with_stored_index(raw));
+    CHECK_THAT(message_of<DataError>([&] { ArchiveReader reader(path); }), Contains("archive index"));
   }
   SECTION("version 0x01000001") {
     bytes[11] = 1;
@@ -325,10 +356,13 @@ TEST_CASE("a hostile index is rejected before anything is allocated", "[archive]
     ArchiveIndex empty;
     empty.settings = base.settings;
     empty.settings.writer = "";
-    Bytes body = serialize_index(empty);  // ... writer length 0, sequence count 0, chunk count 0
-    REQUIRE(body.size() >= 3);
-    REQUIRE(body[body.size() - 3] == 0);
-    CHECK_THAT(rejected(sample.with_index(splice_varint(body, body.size() - 3, kHuge))), Contains("string length"));
+    Bytes body = serialize_index(empty);  // ... writer length 0, model flag 0, sequence count 0, chunk count 0
+    REQUIRE(body.size() >= 4);
+    REQUIRE(body[body.size() - 4] == 0);
+    CHECK_THAT(rejected(sample.with_index(splice_varint(body, body.size() - 4, kHuge))), Contains("string length"));
+    Bytes flagged = body;
+    flagged[body.size() - 3] = 2;
+    CHECK_THAT(rejected(sample.with_index(flagged)), Contains("embedded model flag"));
     CHECK_THAT(rejected(sample.with_index(splice_varint(body, body.size() - 2, kHuge))), Contains("sequence count"));
     CHECK_THAT(rejected(sample.with_index(splice_varint(body, body.size() - 1, kHuge))), Contains("chunk count"));
 

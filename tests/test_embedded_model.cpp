@@ -1,6 +1,6 @@
-// A PredNet model embedded in the archive (archive version 3, docs/format.md): decompress and
+// A PredNet model embedded in the archive (archive version 3 and 4, docs/format.md): decompress and
 // verify need no model file, a damaged or mismatched embedded model is refused with one clear
-// error, archives without a model keep version 2. Runs in the torch-free build too.
+// error. Runs in the torch-free build too.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -64,10 +64,12 @@ TEST_CASE("an embedded model decodes the archive with the model file gone", "[em
   run = test::tezip_cli("compress " + test::quote(kMire) + " -o " + plain + " --predictor prednet --model " +
                         test::quote(dir / "custom.tzm") + " --gop 8 -q");
   REQUIRE(run.code == 0);
-  CHECK(header_version(dir / "e.tzp") == 3);
-  CHECK(header_version(dir / "p.tzp") == 2);  // no model: the layout older tezip reads
-  // The model is the archive's only difference: the whole model file, once.
-  CHECK(fs::file_size(dir / "e.tzp") == fs::file_size(dir / "p.tzp") + bytes.size() + 24);
+  CHECK(header_version(dir / "e.tzp") == 4);
+  CHECK(header_version(dir / "p.tzp") == 4);  // version 4 says in its index whether there is a model
+  // The model is the archive's only difference: the whole model file, once, and its entry in the
+  // (compressed) index.
+  CHECK(fs::file_size(dir / "e.tzp") >= fs::file_size(dir / "p.tzp") + bytes.size());
+  CHECK(fs::file_size(dir / "e.tzp") <= fs::file_size(dir / "p.tzp") + bytes.size() + 40);
   {
     const ArchiveReader reader(dir / "e.tzp");
     CHECK(reader.read_embedded_model() == bytes);
@@ -174,17 +176,26 @@ TEST_CASE("the index of an archive with a model is checked like the rest", "[emb
   ArchiveIndex index;
   index.settings.predictor = {"previous", "", "", "", ""};
   index.model = {16, 1000, 123};
+  for (const std::uint32_t version : {3u, 4u}) {
+    CAPTURE(version);
+    index.model = {16, 1000, 123};
+    auto body = serialize_index(index, version);
+    CHECK(parse_index(body, 2000, ArchiveLimits{}, version).model.size == 1000);
+    CHECK_THROWS_AS(parse_index(body, 900, ArchiveLimits{}, version), DataError);  // past the chunk area
+    index.model.offset = 20;
+    body = serialize_index(index, version);
+    CHECK_THROWS_AS(parse_index(body, 2000, ArchiveLimits{}, version), DataError);  // not right after the header
+    index.model = {16, std::uint64_t(1) << 40, 0};
+    body = serialize_index(index, version);
+    CHECK_THROWS_AS(parse_index(body, std::uint64_t(1) << 41, ArchiveLimits{}, version), DataError);  // over the size limit
+    // Version 2 has no model fields: the same bytes do not parse as version 2.
+    CHECK_THROWS_AS(parse_index(body, std::uint64_t(1) << 41, ArchiveLimits{}, 2), DataError);
+  }
+  // Version 4 says whether there is a model; a flag other than 0 or 1 is damage.
+  index.model = {};
   auto body = serialize_index(index);
-  CHECK(parse_index(body, 2000, ArchiveLimits{}, 3).model.size == 1000);
-  CHECK_THROWS_AS(parse_index(body, 900, ArchiveLimits{}, 3), DataError);  // past the chunk area
-  index.model.offset = 20;
-  body = serialize_index(index);
-  CHECK_THROWS_AS(parse_index(body, 2000, ArchiveLimits{}, 3), DataError);  // not right after the header
-  index.model = {16, std::uint64_t(1) << 40, 0};
-  body = serialize_index(index);
-  CHECK_THROWS_AS(parse_index(body, std::uint64_t(1) << 41, ArchiveLimits{}, 3), DataError);  // over the size limit
-  // Version 2 has no model fields: the same bytes do not parse as version 2.
-  CHECK_THROWS_AS(parse_index(body, std::uint64_t(1) << 41, ArchiveLimits{}, 2), DataError);
+  CHECK(parse_index(body, 2000, ArchiveLimits{}).model.size == 0);
+  CHECK_THROWS_AS(serialize_index(index, 3), std::invalid_argument);
 }
 
 }  // namespace tezip
