@@ -169,6 +169,11 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
       local.adaptive_bytes = header.size() + adaptive_payload.size();
       consider(adaptive_payload, EntropyCoderKind::Adaptive);
     }
+    if (payload == &zstd_payload && !local.zstd_probed_only && options.zstd_win_level > options.zstd_level) {
+      std::vector<std::uint8_t> stronger = compress_zstd_frame(zstd_bytes, std::min(options.zstd_win_level, ZSTD_maxCLevel()));
+      if (stronger.size() < zstd_payload.size()) zstd_payload = std::move(stronger);
+      local.zstd_bytes = header.size() + zstd_payload.size();
+    }
     out = std::move(header);
     out.insert(out.end(), payload->begin(), payload->end());
   }

@@ -22,6 +22,10 @@ bool is_entropy_coder(std::uint8_t kind);
 
 struct SymbolCoderOptions {
   int zstd_level = 3;          // 1..22
+  // Where zstd at zstd_level wins (sparse and synthetic data: Moving MNIST, rendered depth), the
+  // stream is compressed again at this level and the smaller kept; zstd decodes as fast whatever
+  // the level, so only encoding pays. 0 (or a level not above zstd_level): no second try.
+  int zstd_win_level = 0;
   bool allow_adaptive = true;  // try the adaptive context coder too and keep the smaller
   bool allow_rans = true;      // try the static context rANS coder too (decodes several times faster)
   // Rows per segment for the striped rANS coder (a plane, so that a SymbolReader delivers plane by

@@ -15,6 +15,9 @@ struct CodingSettings {
   codecs::ErrorBound bound;
   QuantizerKind quantizer = QuantizerKind::Linear;
   int zstd_level = 9;  // docs/defaults.md
+  // Encoder only: where zstd at zstd_level wins a stream, it is compressed again at this level
+  // (docs/defaults.md, "zstd level where zstd wins"); 0: not.
+  int zstd_win_level = 19;
   // Coders tried besides zstd; the smallest output is kept per stream. The static context rANS
   // coder decodes ~5x faster than the adaptive one and is within 1.5% of its size (docs/defaults.md, "Entropy coder").
   bool rans_coder = true;

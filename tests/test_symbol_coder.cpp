@@ -140,6 +140,39 @@ TEST_CASE("adaptive coder wins on residuals, zstd on repetitive data", "[codecs]
   REQUIRE(back == repetitive);
 }
 
+TEST_CASE("where zstd wins, the stream is compressed again at the stronger level", "[codecs]") {
+  // Sparse residuals with repeats: zstd's case (Moving MNIST's motion frames, rendered depth).
+  std::mt19937 rng(11);
+  std::vector<std::vector<std::uint32_t>> sprites(8, std::vector<std::uint32_t>(300));
+  for (auto& sprite : sprites)
+    for (auto& v : sprite) v = rng() % 3 == 0 ? 1 + rng() % 200 : 0;
+  std::vector<std::uint32_t> sparse;
+  for (int i = 0; i < 400; ++i) {
+    sparse.insert(sparse.end(), 100 + rng() % 500, 0);
+    const auto& sprite = sprites[rng() % sprites.size()];
+    sparse.insert(sparse.end(), sprite.begin() + std::ptrdiff_t(rng() % 200), sprite.end() - std::ptrdiff_t(rng() % 50));
+    if (rng() % 2) sparse.push_back(rng() % 256);
+  }
+  SymbolCoderStats at9, at19, escalated;
+  const auto nine = encode_symbols(sparse, 0, {.zstd_level = 9, .allow_adaptive = false}, &at9);
+  const auto nineteen = encode_symbols(sparse, 0, {.zstd_level = 19, .allow_adaptive = false}, &at19);
+  const auto both = encode_symbols(sparse, 0, {.zstd_level = 9, .zstd_win_level = 19, .allow_adaptive = false}, &escalated);
+  REQUIRE(at9.chosen == EntropyCoderKind::Zstd);
+  CHECK(escalated.chosen == EntropyCoderKind::Zstd);
+  CHECK(both.size() == std::min(nine.size(), nineteen.size()));
+  CHECK(both.size() < nine.size());
+  std::vector<std::uint32_t> back(sparse.size());
+  decode_symbols(both, 0, back);
+  CHECK(back == sparse);
+  // Where rANS wins, nothing changes.
+  const auto residuals = video_residuals(96, 64, 3, 2.0, 4);
+  SymbolCoderStats plain;
+  const auto a = encode_symbols(residuals, 96, {.zstd_level = 9, .allow_adaptive = false}, &plain);
+  const auto b = encode_symbols(residuals, 96, {.zstd_level = 9, .zstd_win_level = 19, .allow_adaptive = false});
+  REQUIRE(plain.chosen != EntropyCoderKind::Zstd);
+  CHECK(a == b);
+}
+
 TEST_CASE("symbol decoding rejects count mismatches and absurd headers", "[codecs]") {
   const auto symbols = video_residuals(32, 16, 1, 2.0, 4);
   const auto bytes = encode_symbols(symbols, 32, {});
