@@ -184,9 +184,14 @@ void add_coding_options(cxxopts::Options& options) {
       "gop", "frames per GOP (static window); the longest GOP with --mse-threshold",
       cxxopts::value<std::uint64_t>()->default_value("32"))(
       "mse-threshold", "dynamic window: a new key frame when the forecast's MSE (pixels scaled to [0, 1]) passes T, e.g. 0.002", cxxopts::value<double>())(
-      "level", "zstd level 1-22", cxxopts::value<int>()->default_value("9"))(
-      "coder", "fast (smaller of zstd and static context rANS, per stream), best (adds the adaptive coder: ~1% smaller, ~5x slower to decode) or zstd",
+      "level", "zstd level 1-22 of the trial against rANS (a stream zstd wins is compressed again at level 19)",
+      cxxopts::value<int>()->default_value("9"))(
+      "coder", "fast (smaller of zstd and static context rANS, per stream), best (adds the adaptive coder and LZMA: "
+      "smaller on sparse and rendered data, decodes at 0.6x) or zstd",
       cxxopts::value<std::string>()->default_value("fast"))(
+      "profile", "default, or max: --coder best, zstd level 22 where zstd wins, and auto codes each GOP whole with "
+      "every choice (about 5x the encoding time; docs/defaults.md)",
+      cxxopts::value<std::string>()->default_value("default"))(
       "motion", "coded block motion against the previous frame, used per plane where it pays: on or off",
       cxxopts::value<std::string>()->default_value("on"));
 }
@@ -203,9 +208,18 @@ CompressOptions coding_options(const cxxopts::ParseResult& args) {
   }
   compress.coding.zstd_level = args["level"].as<int>();
   if (compress.coding.zstd_level < 1 || compress.coding.zstd_level > 22) throw UsageError("--level must be 1-22");
-  const auto coder = args["coder"].as<std::string>();
+  const auto profile = args["profile"].as<std::string>();
+  if (profile != "default" && profile != "max") throw UsageError("--profile must be default or max");
+  const bool max = profile == "max";
+  const auto coder = args.count("coder") || !max ? args["coder"].as<std::string>() : std::string("best");
   if (coder != "fast" && coder != "best" && coder != "zstd") throw UsageError("--coder must be fast, best or zstd");
+  if (max) {
+    compress.coding.zstd_win_level = 22;
+    compress.coding.whole_gop_trials = true;
+  }
   compress.coding.adaptive_coder = coder == "best";
+  compress.coding.lzma_coder = coder == "best";
+  if (coder == "best") compress.coding.zstd_win_margin = 1.15;
   compress.coding.rans_coder = coder != "zstd";
   const auto motion = args["motion"].as<std::string>();
   if (motion != "on" && motion != "off") throw UsageError("--motion must be on or off");
@@ -476,8 +490,11 @@ void print_settings(const ArchiveSettings& s) {
   std::printf("quantizer:  %s\n", s.coding.quantizer == QuantizerKind::Linear ? "linear" : "interval");
   if (s.gop.kind == GopKind::Static) std::printf("gop:        static, %llu frames\n", (unsigned long long)s.gop.size);
   else std::printf("gop:        dynamic, mse threshold %g, at most %llu frames\n", s.gop.mse_threshold, (unsigned long long)s.gop.size);
-  std::printf("coding:     zstd level %d%s\n", s.coding.zstd_level, s.coding.rans_coder && s.coding.adaptive_coder ? ", rANS and adaptive coders"
-              : s.coding.rans_coder ? ", rANS coder" : s.coding.adaptive_coder ? ", adaptive coder" : "");
+  std::string coders;
+  if (s.coding.rans_coder) coders += ", rANS";
+  if (s.coding.adaptive_coder) coders += ", adaptive";
+  if (s.coding.lzma_coder) coders += ", LZMA";
+  std::printf("coding:     zstd level %d%s%s\n", s.coding.zstd_level, coders.c_str(), coders.empty() ? "" : " coders");
 }
 
 // What `decompress` gives back as files, by recorded format (format/file_format.hpp): said

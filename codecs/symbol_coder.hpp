@@ -8,14 +8,15 @@
 namespace tezip::codecs {
 
 // Rans: 2 interleaved states (1-D streams, and 2-D streams of archives before StripedRans);
-// StripedRans: up to 32 stripes of rows, decoded 8 or 16 at a time by SIMD kernels.
-enum class EntropyCoderKind : std::uint8_t { Zstd = 1, Adaptive = 2, Rans = 3, StripedRans = 4 };
+// StripedRans: up to 32 stripes of rows, decoded 8 or 16 at a time by SIMD kernels; Lzma: the
+// zstd path's bytes in raw LZMA2 (codecs/lzma_frame.hpp).
+enum class EntropyCoderKind : std::uint8_t { Zstd = 1, Adaptive = 2, Rans = 3, StripedRans = 4, Lzma = 5 };
 
 // The entropy coders, in the order `tezip info` lists them: with encode_symbols and decode_symbols
 // below, the one place that knows which coders exist (a new coder is added here, in
 // symbol_coder.cpp, and nowhere else).
 std::span<const EntropyCoderKind> entropy_coders();
-// "zstd", "rans", "rans-striped", "adaptive"; "?" for a value no coder has.
+// "zstd", "rans", "rans-striped", "adaptive", "lzma"; "?" for a value no coder has.
 const char* coder_name(EntropyCoderKind kind);
 // Whether a byte read from a file names one of entropy_coders().
 bool is_entropy_coder(std::uint8_t kind);
@@ -26,8 +27,12 @@ struct SymbolCoderOptions {
   // stream is compressed again at this level and the smaller kept; zstd decodes as fast whatever
   // the level, so only encoding pays. 0 (or a level not above zstd_level): no second try.
   int zstd_win_level = 0;
+  // ... also where zstd came within this factor of the winner (1: only where it won). Level 19 was
+  // 0.886 (castle) and 0.897 (Moving MNIST) of level 9's size where zstd won: 1.15 for --coder best.
+  double zstd_win_margin = 1.0;
   bool allow_adaptive = true;  // try the adaptive context coder too and keep the smaller
   bool allow_rans = true;      // try the static context rANS coder too (decodes several times faster)
+  bool allow_lzma = false;     // try LZMA2 too (smaller than zstd on sparse and repetitive data, slower to decode)
   // Rows per segment for the striped rANS coder (a plane, so that a SymbolReader delivers plane by
   // plane); 0: the whole stream is one segment.
   std::size_t segment_rows = 0;
@@ -38,6 +43,7 @@ struct SymbolCoderStats {
   std::size_t zstd_bytes = 0;      // whole output size the zstd path gave (0 if not tried)
   std::size_t adaptive_bytes = 0;  // whole output size the adaptive path gave (0 if not tried)
   std::size_t rans_bytes = 0;      // whole output size the rANS path gave (0 if not tried)
+  std::size_t lzma_bytes = 0;      // whole output size the LZMA path gave (0 if not tried)
   std::size_t distinct_symbols = 0;
   bool zstd_probed_only = false;   // zstd_bytes is the probe's: the chosen level could not have won
 };

@@ -112,8 +112,10 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
   codecs::SymbolCoderOptions options;
   options.zstd_level = settings.zstd_level;
   options.zstd_win_level = settings.zstd_win_level;
+  options.zstd_win_margin = settings.zstd_win_margin;
   options.allow_adaptive = settings.adaptive_coder;
   options.allow_rans = settings.rans_coder;
+  options.allow_lzma = settings.lzma_coder;
   options.segment_rows = shape.height;  // a plane: the decoder takes the symbols plane by plane
   codecs::SymbolCoderStats coder_stats;
   std::vector<std::uint32_t> zigzagged = zigzag_all(g.symbols);
@@ -602,11 +604,14 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   for (std::size_t g = 0; g < gops.size(); ++g) {
     const bool used_motion = !coded[g].motion.empty();
     encoded[g].bytes = serialize(coded[g], shape, settings, choice, encoded[g].stats);
-    // The estimates that chose motion model an order-0 (context) coder. Where zstd won the GOP's
-    // symbols instead, its matches may have found repeats across frames that motion removed (sparse
-    // frames moving at a steady speed, as in Moving MNIST): there the GOP is coded again without
-    // motion and the smaller chunk is kept, a measured choice.
-    if (used_motion && encoded[g].stats.coder == codecs::EntropyCoderKind::Zstd) retry.push_back(g);
+    // The estimates that chose motion model the static context (rANS) coder. Where another coder
+    // won the GOP's symbols instead (zstd, LZMA, the adaptive coder), its matches or adapted
+    // statistics may have found repeats across frames that motion removed (sparse frames moving
+    // at a steady speed, as in Moving MNIST): there the GOP is coded again without motion and the
+    // smaller chunk is kept, a measured choice.
+    const auto coder = encoded[g].stats.coder;
+    if (used_motion && coder != codecs::EntropyCoderKind::Rans && coder != codecs::EntropyCoderKind::StripedRans)
+      retry.push_back(g);
   }
   if (!retry.empty()) {
     CodingSettings without = settings;
@@ -823,6 +828,15 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
                                     std::span<const GopFrames* const> gops, const CodingSettings& settings) {
   const auto choices = predictor.choices();
   if (choices.empty()) return encode_with(predictor, 0, shape, gops, settings);
+  if (settings.whole_gop_trials) {
+    std::vector<EncodedGop> best = encode_with(*choices[0], 1, shape, gops, settings);
+    for (std::size_t k = 1; k < choices.size(); ++k) {
+      auto coded = encode_with(*choices[k], std::uint8_t(k + 1), shape, gops, settings);
+      for (std::size_t g = 0; g < gops.size(); ++g)
+        if (coded[g].bytes.size() < best[g].bytes.size()) best[g] = std::move(coded[g]);
+    }
+    return best;
+  }
   // Per GOP, the choice that codes two windows of kWindow frames (its start and, in GOPs of 9
   // frames or more, its middle) smallest: a measurement with the real quantizer and coders, not an
   // estimate (the order-0 estimates misjudge how much better context coding does on spatial

@@ -34,7 +34,7 @@ void write_settings(ByteWriter& out, const ArchiveSettings& s) {
   out.f64(s.coding.bound.rel);
   out.u8(std::uint8_t(s.coding.quantizer));
   out.u32(std::uint32_t(s.coding.zstd_level));
-  out.u8((s.coding.adaptive_coder ? 1 : 0) | (s.coding.rans_coder ? 2 : 0));  // coders tried
+  out.u8((s.coding.adaptive_coder ? 1 : 0) | (s.coding.rans_coder ? 2 : 0) | (s.coding.lzma_coder ? 4 : 0));  // coders tried
   out.string(s.predictor.kind);
   out.string(s.predictor.configuration);
   out.string(s.predictor.weights_sha256);
@@ -61,9 +61,10 @@ ArchiveSettings read_settings(ByteReader& in) {
   s.coding.quantizer = QuantizerKind(quantizer);
   s.coding.zstd_level = int(in.u32());
   const std::uint8_t coders = in.u8();
-  if (coders > 3) in.fail("unknown coder set");
+  if (coders > 7) in.fail("unknown coder set");
   s.coding.adaptive_coder = coders & 1;
   s.coding.rans_coder = coders & 2;
+  s.coding.lzma_coder = coders & 4;
   s.predictor.kind = in.string(64);
   s.predictor.configuration = in.string();
   s.predictor.weights_sha256 = in.string(128);

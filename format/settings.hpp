@@ -18,13 +18,18 @@ struct CodingSettings {
   // Encoder only: where zstd at zstd_level wins a stream, it is compressed again at this level
   // (docs/defaults.md, "zstd level where zstd wins"); 0: not.
   int zstd_win_level = 19;
+  double zstd_win_margin = 1.0;  // and where zstd came within this factor of the winner (--coder best: 1.15)
   // Coders tried besides zstd; the smallest output is kept per stream. The static context rANS
   // coder decodes ~5x faster than the adaptive one and is within 1.5% of its size (docs/defaults.md, "Entropy coder").
   bool rans_coder = true;
   bool adaptive_coder = false;
+  bool lzma_coder = false;  // LZMA2 (codecs/lzma_frame.hpp): --coder best
   // Encoder only (each plane's chunk record says what it used): search block motion against the
   // previous reconstruction and use it where the estimate says it pays (codecs/block_motion.hpp).
   bool coded_motion = true;
+  // Encoder only: a predictor with choices (auto) codes every GOP whole with each choice and keeps
+  // the smallest, instead of measuring two 3-frame windows (--profile max).
+  bool whole_gop_trials = false;
 };
 
 // Per-chunk statistics kept in the archive index for `tezip info`.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "codecs/codec_error.hpp"
+#include "codecs/lzma_frame.hpp"
 #include "codecs/range_coder.hpp"
 #include "codecs/rank_remap.hpp"
 #include "codecs/symbol_coder.hpp"
@@ -202,9 +203,24 @@ TEST_CASE("symbol decoding rejects count mismatches and absurd headers", "[codec
 
 TEST_CASE("symbol decoding survives truncation and corruption", "[codecs]") {
   const auto symbols = video_residuals(24, 16, 2, 3.0, 6);
-  for (bool adaptive : {false, true}) {
-    const auto bytes = encode_symbols(symbols, 24, SymbolCoderOptions{.allow_adaptive = adaptive});
-    std::vector<std::uint32_t> back(symbols.size());
+  for (int coder : {0, 1, 2}) {
+    // 0: the default coders; 1: with the adaptive one; 2: with LZMA, on data it wins (mutated repeats).
+    std::vector<std::uint32_t> lzma_input;
+    std::mt19937 rng(5);
+    std::vector<std::uint32_t> pattern(100);
+    for (auto& v : pattern) v = rng() % 3 ? 0 : rng() % 200;
+    for (int i = 0; i < 12; ++i) {
+      auto copy = pattern;
+      copy[rng() % copy.size()] = rng() % 200;
+      lzma_input.insert(lzma_input.end(), copy.begin(), copy.end());
+    }
+    const auto& input = coder == 2 ? lzma_input : symbols;
+    const auto bytes = encode_symbols(input, 24, {.allow_adaptive = coder == 1, .allow_rans = coder != 2, .allow_lzma = coder == 2});
+    if (coder == 2) REQUIRE(bytes[0] == static_cast<std::uint8_t>(EntropyCoderKind::Lzma));
+    if (coder == 2) REQUIRE(input.size() % 24 == 0);
+    std::vector<std::uint32_t> back(input.size());
+    decode_symbols(bytes, 24, back);
+    REQUIRE(back == input);
     for (std::size_t len = 0; len < bytes.size(); ++len) {
       REQUIRE_THROWS_AS(decode_symbols(std::span(bytes).first(len), 24, back), CodecError);
     }
@@ -225,6 +241,53 @@ TEST_CASE("symbol decoding survives truncation and corruption", "[codecs]") {
   }
 }
 
+TEST_CASE("LZMA wins on repetitive data and its frames are checked", "[codecs]") {
+  // A pattern repeated with a few changes each time (rendered frames, depth maps): LZMA's repeated
+  // match distances and adaptive literals beat zstd there.
+  std::mt19937 rng(21);
+  std::vector<std::uint32_t> pattern(300);
+  for (auto& v : pattern) v = rng() % 3 ? 0 : 1 + rng() % 300;  // ranks past 255 take the escape
+  std::vector<std::uint32_t> repetitive;
+  for (int i = 0; i < 60; ++i) {
+    auto copy = pattern;
+    for (int k = 0; k < 6; ++k) copy[rng() % copy.size()] = rng() % 250;
+    repetitive.insert(repetitive.end(), copy.begin(), copy.end());
+  }
+  SymbolCoderStats fast, best;
+  const auto plain = encode_symbols(repetitive, 0, {.zstd_level = 9, .allow_adaptive = false}, &fast);
+  const auto bytes = encode_symbols(repetitive, 0, {.zstd_level = 9, .allow_adaptive = false, .allow_lzma = true}, &best);
+  CHECK(fast.lzma_bytes == 0);
+  REQUIRE(best.chosen == EntropyCoderKind::Lzma);
+  CHECK(bytes.size() == best.lzma_bytes);
+  CHECK(bytes.size() < plain.size());
+  std::vector<std::uint32_t> back(repetitive.size());
+  decode_symbols(bytes, 0, back);
+  CHECK(back == repetitive);
+
+  // The frame itself: sizes and dictionary are checked before anything is decoded.
+  std::vector<std::uint8_t> raw(5000);
+  for (auto& b : raw) b = std::uint8_t(rng() % 7);
+  const auto frame = compress_lzma_frame(raw);
+  CHECK(decompress_lzma_frame(frame, 0, raw.size(), "t") == raw);
+  CHECK_THROWS_AS(decompress_lzma_frame(frame, 0, raw.size() - 1, "t"), CodecError);  // over the bound
+  CHECK_THROWS_AS(decompress_lzma_frame(frame, raw.size() + 1, raw.size() * 2, "t"), CodecError);
+  auto bad_dict = frame;
+  bad_dict[0] = 40;
+  CHECK_THROWS_AS(decompress_lzma_frame(bad_dict, 0, raw.size(), "t"), CodecError);
+  auto shorter = frame;  // declares one byte fewer than the stream holds
+  shorter[1] = std::uint8_t(shorter[1] - 1);
+  CHECK_THROWS_AS(decompress_lzma_frame(shorter, 0, raw.size(), "t"), CodecError);
+  auto longer = frame;  // one byte more
+  longer[1] = std::uint8_t(longer[1] + 1);
+  CHECK_THROWS_AS(decompress_lzma_frame(longer, 0, raw.size() + 1, "t"), CodecError);
+  auto trailing = frame;
+  trailing.push_back(0);
+  CHECK_THROWS_AS(decompress_lzma_frame(trailing, 0, raw.size(), "t"), CodecError);
+  for (std::size_t len = 0; len < frame.size(); ++len)
+    CHECK_THROWS_AS(decompress_lzma_frame(std::span(frame).first(len), 0, raw.size(), "t"), CodecError);
+  CHECK(decompress_lzma_frame(compress_lzma_frame({}), 0, 0, "t").empty());
+}
+
 TEST_CASE("the entropy coder registry names every coder and only those", "[codecs][symbols]") {
   std::set<std::string> names;
   for (const auto kind : entropy_coders()) {
@@ -233,6 +296,6 @@ TEST_CASE("the entropy coder registry names every coder and only those", "[codec
     names.insert(coder_name(kind));
   }
   CHECK(names.size() == entropy_coders().size());
-  for (const int byte : {0, 5, 255}) CHECK_FALSE(is_entropy_coder(static_cast<std::uint8_t>(byte)));
+  for (const int byte : {0, 6, 255}) CHECK_FALSE(is_entropy_coder(static_cast<std::uint8_t>(byte)));
   CHECK(std::string(coder_name(static_cast<EntropyCoderKind>(200))) == "?");
 }
