@@ -139,6 +139,12 @@ std::vector<GopFrames> ArchiveDecoder::decode_chunks(std::span<const std::size_t
   for (std::size_t c = 0; c < which.size(); ++c) {
     const auto& chunk = index.chunks[which[c]];
     const auto& seq = index.sequences[chunk.sequence];
+    if (!index.frame_hashes) {
+      if (hash_frames(frames[c]) != chunk.frames_hash)
+        throw DataError(reader_->path().string() + ": " + frame_label(seq, chunk.first_frame) + " to " +
+                        seq.frames[chunk.first_frame + chunk.frame_count - 1].name + ": checksum mismatch after decoding");
+      continue;
+    }
     for (std::size_t k = 0; k < frames[c].size(); ++k)
       if (hash_pixels(frames[c][k]) != seq.frames[chunk.first_frame + k].hash)
         throw DataError(reader_->path().string() + ": " + frame_label(seq, chunk.first_frame + k) + ": checksum mismatch after decoding");

@@ -157,8 +157,7 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
       writer.append_chunk(gops[g].bytes, entry);
       entry.stats = gops[g].stats;
       auto& sequence = index.sequences[entry.sequence];
-      for (std::size_t k = 0; k < gops[g].reconstruction.size(); ++k)
-        sequence.frames[entry.first_frame + k].hash = hash_pixels(gops[g].reconstruction[k]);
+      entry.frames_hash = hash_frames(gops[g].reconstruction);
       index.chunks.push_back(entry);
       done += sequence.geometry.raw_bytes() * entry.frame_count;
     }

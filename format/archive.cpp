@@ -6,9 +6,11 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string_view>
 
@@ -121,6 +123,15 @@ std::uint64_t hash_pixels(std::span<const std::uint16_t> pixels) {
   return XXH64(pixels.data(), pixels.size_bytes(), 0);
 }
 
+std::uint64_t hash_frames(std::span<const std::vector<std::uint16_t>> frames) {
+  static_assert(std::endian::native == std::endian::little, "pixels are hashed as little-endian uint16");
+  const std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state(XXH64_createState(), &XXH64_freeState);
+  if (!state) throw std::bad_alloc();
+  XXH64_reset(state.get(), 0);
+  for (const auto& f : frames) XXH64_update(state.get(), f.data(), f.size() * sizeof(std::uint16_t));
+  return XXH64_digest(state.get());
+}
+
 FrameShape shape_of(const Geometry& g) { return {g.width, g.height, g.channels, g.max_value()}; }
 
 std::uint64_t ArchiveIndex::raw_bytes() const {
@@ -187,7 +198,7 @@ std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index, std::uint32
     for (const auto& f : s.frames) {
       out.string(f.name);
       out.string(f.format);
-      out.u64(f.hash);
+      if (version < 4) out.u64(f.hash);
     }
   }
   out.varint(index.chunks.size());
@@ -198,6 +209,7 @@ std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index, std::uint32
     out.u64(c.offset);
     out.u64(c.size);
     out.u64(c.hash);
+    if (version >= 4) out.u64(c.frames_hash);
     out.varint(c.stats.symbol_bytes);
     out.varint(c.stats.run_bytes);
     out.varint(c.stats.literal_bytes);
@@ -213,6 +225,7 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
   ArchiveIndex index;
   std::set<std::string> sequence_names;
   index.settings = read_settings(in);
+  index.frame_hashes = version < 4;
   std::uint64_t chunks_start = kHeaderSize;
   bool has_model = version == 3;
   if (version >= 4) {
@@ -245,14 +258,15 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
       in.fail("sequence '" + s.name + "' has an invalid pixel type");
     s.geometry.type = PixelType(type);
     if (const auto problem = geometry_problem(s.geometry, limits); !problem.empty()) in.fail("sequence '" + s.name + "' " + problem);
-    const auto frames = in.varint(in.remaining() / 10, "frame count");
+    // A frame's entry takes at least 3 bytes (a name, a format), 11 with the hash of versions 2 and 3.
+    const auto frames = in.varint(in.remaining() / (version >= 4 ? 3 : 11), "frame count");
     s.frames.resize(frames);
     std::set<std::string_view> frame_names;
     for (auto& f : s.frames) {
       f.name = in.string(kMaxNameBytes);
       if (!safe_frame_name(f.name)) in.fail("unsafe frame name '" + f.name + "'");
       f.format = in.string(kMaxFormatBytes);
-      f.hash = in.u64();
+      if (version < 4) f.hash = in.u64();
     }
     // After the loop: the strings no longer move.
     for (const auto& f : s.frames)
@@ -269,6 +283,7 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
     c.offset = in.u64();
     c.size = in.u64();
     c.hash = in.u64();
+    if (version >= 4) c.frames_hash = in.u64();
     c.stats.symbol_bytes = in.varint();
     c.stats.run_bytes = in.varint();
     c.stats.literal_bytes = in.varint();

@@ -160,14 +160,21 @@ TEST_CASE("the sample archive decodes", "[archive]") {
 
 TEST_CASE("archives of versions 2 (index stored as it is) and 4 (compressed) hold the same", "[archive]") {
   const SampleArchive sample;
-  const auto index = sample.index();
+  auto index = sample.index();
+  CHECK_FALSE(index.frame_hashes);
+  // Version 2 keeps a checksum per frame, version 4 one per chunk.
+  const auto frames = decode_all(sample.archive);
+  for (std::size_t c = 0; c < index.chunks.size(); ++c)
+    for (std::size_t k = 0; k < frames[c].size(); ++k)
+      index.sequences[index.chunks[c].sequence].frames[index.chunks[c].first_frame + k].hash = hash_pixels(frames[c][k]);
   Bytes old = sample.bytes;
   old[8] = 2;
   const Bytes v2 = sample.with_stored_index(serialize_index(index, 2), &old);
   const fs::path path = sample.dir / "v2.tzp";
   write_file(path, v2);
   CHECK(ArchiveReader(path).index().chunks.size() == index.chunks.size());
-  CHECK(decode_all(path) == decode_all(sample.archive));
+  CHECK(ArchiveReader(path).index().frame_hashes);
+  CHECK(decode_all(path) == frames);
   CHECK(verify(path, sample.data, 1).ok());
   // The compressed index is the smaller.
   CHECK(sample.bytes.size() < v2.size());
@@ -474,10 +481,31 @@ TEST_CASE("a hostile index is rejected before anything is allocated", "[archive]
     write_file(path, sample.with_index(index));
     message_of<DataError>([&] { decode_all(path); });
   }
-  SECTION("frame checksums that do not match") {
+  SECTION("decoded-frame checksums that do not match (version 4: one per chunk)") {
     ArchiveIndex index = base;
-    index.sequences[1].frames[3].hash ^= 1;
+    REQUIRE(index.chunks[4].sequence == 1);
+    index.chunks[4].frames_hash ^= 1;
     write_file(path, sample.with_index(index));
+    const ArchiveDecoder decoder(path);
+    decoder.decode_chunk(3);
+    CHECK_THAT(message_of<DataError>([&] { decoder.decode_chunk(4); }), Contains("checksum"));
+    const auto report = verify(path, std::nullopt, 1);
+    CHECK(report.failures.size() == 1);
+    CHECK_FALSE(report.ok());
+  }
+  SECTION("frame checksums that do not match (version 2: one per frame)") {
+    ArchiveIndex index = base;
+    const auto frames = decode_all(sample.archive);
+    for (std::size_t c = 0; c < index.chunks.size(); ++c)
+      for (std::size_t k = 0; k < frames[c].size(); ++k)
+        index.sequences[index.chunks[c].sequence].frames[index.chunks[c].first_frame + k].hash = hash_pixels(frames[c][k]);
+    Bytes old = sample.bytes;
+    old[8] = 2;
+    write_file(path, sample.with_stored_index(serialize_index(index, 2), &old));
+    CHECK(decode_all(path) == frames);  // the right per-frame hashes pass
+    REQUIRE(index.chunks[4].first_frame <= 3);
+    index.sequences[1].frames[3].hash ^= 1;
+    write_file(path, sample.with_stored_index(serialize_index(index, 2), &old));
     const ArchiveDecoder decoder(path);
     decoder.decode_chunk(3);
     CHECK_THAT(message_of<DataError>([&] { decoder.decode_chunk(4); }), Contains("checksum"));

@@ -108,15 +108,22 @@ std::string read_text(const fs::path& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// Sequence name -> frame names and hashes, over every archive an input names.
+// Sequence name -> frame names, each with the decoded-frames hash of its chunk, over every archive
+// an input names.
 std::map<std::string, std::vector<std::pair<std::string, std::uint64_t>>> frame_hashes(const fs::path& input) {
   std::map<std::string, std::vector<std::pair<std::string, std::uint64_t>>> out;
   for (const auto& path : archive_paths(input)) {
     const ArchiveReader reader(path);
-    for (const auto& s : reader.index().sequences) {
+    const auto& index = reader.index();
+    for (const auto& s : index.sequences) {
       INFO("sequence " << s.name);
       REQUIRE(out.count(s.name) == 0);  // every sequence exactly once
-      for (const auto& f : s.frames) out[s.name].emplace_back(f.name, f.hash);
+      out[s.name];
+    }
+    for (const auto& c : index.chunks) {
+      const auto& s = index.sequences[c.sequence];
+      REQUIRE(c.frames_hash != 0);
+      for (std::uint64_t k = 0; k < c.frame_count; ++k) out[s.name].emplace_back(s.frames[c.first_frame + k].name, c.frames_hash);
     }
   }
   return out;
