@@ -179,6 +179,28 @@ TEST_CASE("lossy modes keep their bound", "[cli]") {
   }
 }
 
+TEST_CASE("the strong settings (coder best, profile max) round trip and say what they tried", "[cli]") {
+  tezip::test::TempDir dir("tezip-test-cli");
+  tezip::test::SyntheticSpec spec;
+  spec.channels = 3, spec.frames = 6, spec.width = 40, spec.height = 24;
+  tezip::test::write_synthetic_sequence(dir / "in", spec);
+  for (const std::string options : {"--coder best", "--profile max", "--profile max --coder fast", "--profile default"}) {
+    CAPTURE(options);
+    const auto archive = dir / "a.tzp";
+    REQUIRE(tezip_cli("compress " + quote(dir / "in") + " -o " + quote(archive) + " -f --gop 3 " + options).code == 0);
+    const auto info = tezip_cli("info " + quote(archive));
+    REQUIRE(info.code == 0);
+    const bool strong = options == "--coder best" || options == "--profile max";
+    CHECK((info.output.find("adaptive, LZMA coders") != std::string::npos) == strong);
+    const auto against = tezip_cli("verify " + quote(archive) + " --against " + quote(dir / "in"));
+    CHECK(against.code == 0);
+    CHECK(max_error_of(against.output) == 0);
+    fs::remove_all(dir / "out");
+    REQUIRE(tezip_cli("decompress " + quote(archive) + " -o " + quote(dir / "out")).code == 0);
+    require_identical_tree(dir / "in", dir / "out");
+  }
+}
+
 TEST_CASE("usage errors exit with 1", "[cli]") {
   tezip::test::TempDir dir("tezip-test-cli");
   tezip::test::write_synthetic_sequence(dir / "in", {});
@@ -190,7 +212,9 @@ TEST_CASE("usage errors exit with 1", "[cli]") {
                                         "compress " + in + " -o " + out + " --mode abs --bound -1",
                                         "compress " + in + " -o " + out + " --gop 0", "compress " + in + " -o " + out + " --nope",
                                         "compress " + in + " -o " + out + " --level 99",
-                                        "compress " + in + " -o " + out + " --predictor oracle", "decompress " + out,
+                                        "compress " + in + " -o " + out + " --predictor oracle",
+                                        "compress " + in + " -o " + out + " --profile fastest",
+                                        "compress " + in + " -o " + out + " --coder lzma", "decompress " + out,
                                         "decompress " + out + " -o x --format jpeg", "info", "verify");
   const auto run = tezip_cli(bad);
   CHECK(run.code == 1);

@@ -254,6 +254,21 @@ TEST_CASE("the auto predictor chooses per GOP, records it, and decodes what it c
       for (const auto* candidate : predictor->choices())
         CHECK(coded[g].bytes.size() <= encode_gops(*candidate, shape, one, settings)[0].bytes.size() * 102 / 100);
     }
+    // --profile max: every GOP coded whole with each choice, the smallest kept, exactly.
+    CodingSettings whole = settings;
+    whole.whole_gop_trials = true;
+    const auto best = encode_gops(*predictor, shape, gops, whole);
+    for (std::size_t g = 0; g < 2; ++g) {
+      const GopFrames* one[] = {gops[g]};
+      std::size_t smallest = SIZE_MAX;
+      for (const auto* candidate : predictor->choices())
+        smallest = std::min(smallest, encode_gops(*candidate, shape, one, settings)[0].bytes.size());
+      CHECK(best[g].bytes.size() == smallest);
+      CHECK(best[g].bytes.size() <= coded[g].bytes.size());
+      const std::span<const std::uint8_t> chunk[] = {best[g].bytes};
+      const std::size_t count[] = {8};
+      CHECK(decode_gops(*predictor, shape, chunk, count, whole)[0] == best[g].reconstruction);
+    }
     const std::span<const std::uint8_t> chunks[] = {coded[0].bytes, coded[1].bytes};
     const std::size_t counts[] = {8, 8};
     const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
