@@ -200,6 +200,7 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
     if (!local.zstd_probed_only && options.zstd_win_level > options.zstd_level &&
         (payload == &zstd_payload || double(zstd_payload.size()) < options.zstd_win_margin * double(payload->size()))) {
       std::vector<std::uint8_t> stronger = compress_zstd_frame(zstd_bytes, std::min(options.zstd_win_level, ZSTD_maxCLevel()));
+      local.zstd_bytes = header.size() + std::min(zstd_payload.size(), stronger.size());
       if (payload == &zstd_payload) {
         if (stronger.size() < zstd_payload.size()) zstd_payload = std::move(stronger);
       } else if (stronger.size() < payload->size()) {
@@ -208,7 +209,6 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
         local.chosen = EntropyCoderKind::Zstd;
         header[0] = static_cast<std::uint8_t>(EntropyCoderKind::Zstd);
       }
-      local.zstd_bytes = header.size() + std::min(zstd_payload.size(), stronger.size());
     }
     out = std::move(header);
     out.insert(out.end(), payload->begin(), payload->end());

@@ -160,6 +160,7 @@ TEST_CASE("where zstd wins, the stream is compressed again at the stronger level
   const auto both = encode_symbols(sparse, 0, {.zstd_level = 9, .zstd_win_level = 19, .allow_adaptive = false}, &escalated);
   REQUIRE(at9.chosen == EntropyCoderKind::Zstd);
   CHECK(escalated.chosen == EntropyCoderKind::Zstd);
+  CHECK(escalated.zstd_bytes == both.size());
   CHECK(both.size() == std::min(nine.size(), nineteen.size()));
   CHECK(both.size() < nine.size());
   std::vector<std::uint32_t> back(sparse.size());
