@@ -63,7 +63,9 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
                            std::uint32_t width, const MotionField* hint = nullptr, const ResidualBits* bits = nullptr);
 
 // The motion-compensated forecast of a field: `out` = reference displaced block by block.
-void compensate(const MotionField& field, std::span<const std::uint16_t> reference, std::span<std::uint16_t> out);
+// `max_value`: the largest value a reference pixel may have (below 4096, 16-bit arithmetic does).
+void compensate(const MotionField& field, std::span<const std::uint16_t> reference, std::span<std::uint16_t> out,
+                std::uint32_t max_value = 65535);
 
 // The field with every vector scaled by num / den (rounded half away from zero) and clamped to the
 // range: the vectors towards a reference on the other side of the frame (num < 0), for bi-prediction.

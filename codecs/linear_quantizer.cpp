@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "codecs/codec_error.hpp"
+#include "codecs/wavefront.hpp"
 #include "codecs/error_bound.hpp"
 #include "codecs/plane_transform.hpp"
 
@@ -50,24 +51,11 @@ struct UniformBins {
   }
 };
 
-// The intra reconstruction of a plane, row by row with the neighbours in registers: out[i] =
-// rec(intra_forecast(out, i), symbols[i]), in scan order.
+// The intra reconstruction of a plane: out[i] = rec(intra_forecast(out, i), symbols[i]), in scan
+// order (four rows at a time, codecs/wavefront.hpp).
 template <class Rec>
 void intra_rows(const std::int32_t* symbols, std::size_t width, std::size_t height, std::uint16_t* out, Rec rec) {
-  if (height == 0) return;
-  std::uint32_t left = 0;
-  for (std::size_t x = 0; x < width; ++x) left = out[x] = rec(left, symbols[x]);
-  for (std::size_t y = 1; y < height; ++y) {
-    const std::uint16_t* up = out + (y - 1) * width;
-    std::uint16_t* row = out + y * width;
-    const std::int32_t* q = symbols + y * width;
-    std::uint32_t a = row[0] = rec(up[0], q[0]), c = up[0];
-    for (std::size_t x = 1; x < width; ++x) {
-      const std::uint32_t b = up[x];
-      a = row[x] = rec(med(a, b, c), q[x]);
-      c = b;
-    }
-  }
+  median_rows<std::uint32_t>(symbols, out, width, 0, height, med, rec);
 }
 
 void check_sizes(std::size_t a, std::size_t b, std::size_t c) {

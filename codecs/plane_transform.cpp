@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "codecs/codec_error.hpp"
+#include "codecs/wavefront.hpp"
 
 namespace tezip::codecs {
 namespace {
@@ -50,25 +52,35 @@ void forward_transform(PlaneTransform transform, std::span<const std::int32_t> p
 
 void inverse_transform(PlaneTransform transform, std::span<std::int32_t> plane, std::size_t width) {
   check_width(plane.size(), width);
+  inverse_transform_rows(transform, plane, width, 0, plane.size() / width);
+}
+
+void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> plane, std::size_t width,
+                            std::size_t y_begin, std::size_t y_end) {
+  check_width(plane.size(), width);
   if (transform == PlaneTransform::None) return;
   if (transform != PlaneTransform::Left && transform != PlaneTransform::Median)
     throw CodecError("unknown plane transform");
-  if (plane.empty()) return;
+  if (y_end > plane.size() / width || y_begin > y_end) throw std::invalid_argument("inverse_transform_rows: rows outside the plane");
   // Row by row, the cases of predict() hoisted out of the loops (the decoder's hot path); the
   // same arithmetic, so the same values (tests/test_plane_transform.cpp checks it against predict()).
   std::int32_t* p = plane.data();
-  const std::size_t height = plane.size() / width;
-  for (std::size_t x = 1; x < width; ++x) p[x] = wrap_add(p[x], p[x - 1]);
-  for (std::size_t y = 1; y < height; ++y) {
-    std::int32_t* row = p + y * width;
-    const std::int32_t* up = row - width;
-    row[0] = wrap_add(row[0], up[0]);
-    if (transform == PlaneTransform::Left) {
+  if (transform == PlaneTransform::Left) {
+    for (std::size_t y = y_begin; y < y_end; ++y) {
+      std::int32_t* row = p + y * width;
+      if (y > 0) row[0] = wrap_add(row[0], row[-std::ptrdiff_t(width)]);
       for (std::size_t x = 1; x < width; ++x) row[x] = wrap_add(row[x], row[x - 1]);
-    } else {
-      for (std::size_t x = 1; x < width; ++x) row[x] = wrap_add(row[x], med(row[x - 1], up[x], up[x - 1]));
     }
+    return;
   }
+  // med() without branches: in 64 bits a + b - c cannot wrap, and clamped to [min, max] it is
+  // med()'s value for every input (c >= max gives at most min, c <= min at least max).
+  const auto med_clamped = [](std::int32_t a, std::int32_t b, std::int32_t c) {
+    const std::int64_t lo = std::min(a, b), hi = std::max(a, b);
+    return std::int32_t(std::clamp(std::int64_t(a) + b - c, lo, hi));
+  };
+  const auto rec = [](std::int32_t prediction, std::int32_t v) { return wrap_add(v, prediction); };
+  median_rows<std::int32_t>(p, p, width, y_begin, y_end, med_clamped, rec);
 }
 
 namespace {

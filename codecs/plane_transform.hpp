@@ -17,6 +17,10 @@ void forward_transform(PlaneTransform transform, std::span<const std::int32_t> p
                        std::span<std::int32_t> out);
 // In place; throws CodecError on a size that is not whole rows.
 void inverse_transform(PlaneTransform transform, std::span<std::int32_t> plane, std::size_t width);
+// Rows [y_begin, y_end) only, in place; the rows above y_begin must already be inverted. Inverting
+// a plane a few rows at a time, in order, gives the same values as inverse_transform.
+void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> plane, std::size_t width,
+                            std::size_t y_begin, std::size_t y_end);
 
 // The transform that leaves the fewest estimated bits (sum of bit lengths of the zigzagged values,
 // over a sample of rows), and that estimate.

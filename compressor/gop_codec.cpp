@@ -194,6 +194,8 @@ void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span
 }
 
 constexpr std::size_t kNoFrame = SIZE_MAX;
+// Rows a plane's decoding carries through its per-pixel passes together (docs/performance.md).
+constexpr std::size_t kRowsPerPass = 8;
 
 // The mean of two forecasts, rounded up: bi-prediction.
 void average(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b, std::span<std::uint16_t> out) {
@@ -371,7 +373,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     if (found.sad >= forecast_sad - forecast_sad / 64) return false;  // not worth estimating
     for (std::uint32_t k = 0; k < shape.channels; ++k)
       codecs::compensate(hint, std::span<const std::uint16_t>(previous_frame + k * plane_size, plane_size),
-                         std::span<std::uint16_t>(compensated).subspan(k * plane_size, plane_size));
+                         std::span<std::uint16_t>(compensated).subspan(k * plane_size, plane_size), shape.max_value);
     codecs::append_motion_symbols(hint, motion_symbols);
     if (settings.quantizer == QuantizerKind::Interval && settings.bound.mode != codecs::BoundMode::Lossless) {
       if (far_reference[g][t] != kNoFrame) motion_symbols.insert(motion_symbols.begin(), 0u);  // one side only
@@ -417,7 +419,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       const std::uint16_t* far_frame = encoded[g].reconstruction[far].data();
       for (std::uint32_t k = 0; k < shape.channels; ++k) {
         const auto out = std::span<std::uint16_t>(bi_compensated).subspan(k * plane_size, plane_size);
-        codecs::compensate(towards_far, std::span<const std::uint16_t>(far_frame + k * plane_size, plane_size), out);
+        codecs::compensate(towards_far, std::span<const std::uint16_t>(far_frame + k * plane_size, plane_size), out,
+                           shape.max_value);
         average(std::span<const std::uint16_t>(compensated).subspan(k * plane_size, plane_size), out, out);
       }
       const std::uint64_t bi = vector_cost + frame_cost([&](std::uint32_t k) {
@@ -750,10 +753,11 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
           }
           field = codecs::read_motion_symbols(s.motion, motion_pos[g], shape.width, shape.height);
         }
-        codecs::compensate(field, reference, blended);
+        codecs::compensate(field, reference, blended, shape.max_value);
         if (bi) {
           codecs::compensate(far_field(field, t, references[g][t], far),
-                             std::span<const std::uint16_t>(frames[g][far].data() + c * plane_size, plane_size), far_forecast);
+                             std::span<const std::uint16_t>(frames[g][far].data() + c * plane_size, plane_size), far_forecast,
+                             shape.max_value);
           average(blended, far_forecast, blended);
         }
       } catch (const codecs::CodecError& e) {
@@ -772,19 +776,35 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     const std::span<std::int32_t> symbols(plane_symbols);
     readers[g].read(symbols);
     const bool intra = forecast.empty() || (record.mode & ~kModeFlags) == kIntraPlane;
-    if (!intra) codecs::inverse_transform(PlaneTransform(record.mode & ~kModeFlags), symbols, shape.width);
-    if (record.mode & kChannelDeltaFlag) {
-      // Validated when the chunk was read: c > 0, and channel c - 1 of this frame came just before.
-      if (previous_channel != std::make_pair(g, t * shape.channels + c - 1)) throw DataError("chunk: channel delta after a plane without symbols");
-      for (std::size_t i = 0; i < plane_size; ++i) symbols[i] += previous_symbols[i];
-    }
+    const bool delta = record.mode & kChannelDeltaFlag;
+    // Validated when the chunk was read: c > 0, and channel c - 1 of this frame came just before.
+    if (delta && previous_channel != std::make_pair(g, t * shape.channels + c - 1)) throw DataError("chunk: channel delta after a plane without symbols");
     if (intra) {
+      if (delta)
+        for (std::size_t i = 0; i < plane_size; ++i) symbols[i] += previous_symbols[i];
       codecs::dequantize_plane_intra(symbols, shape.width, bound, recon, literals[g]);
     } else {
-      codecs::dequantize_plane(symbols, forecast, bound, recon, literals[g]);
+      // A few rows at a time while they are in cache: inverse transform, channel delta,
+      // dequantization (one pass each over a whole plane of 32-bit symbols ran from memory on
+      // wide planes; docs/performance.md).
+      const auto transform = PlaneTransform(record.mode & ~kModeFlags);
+      const std::size_t w = shape.width;
+      for (std::size_t y0 = 0; y0 < shape.height; y0 += kRowsPerPass) {
+        const std::size_t y1 = std::min<std::size_t>(shape.height, y0 + kRowsPerPass), n = (y1 - y0) * w;
+        codecs::inverse_transform_rows(transform, symbols, w, y0, y1);
+        std::span<std::int32_t> rows = symbols.subspan(y0 * w, n);
+        if (delta) {
+          // The sums go to previous_symbols, which becomes this plane's: the transform of the
+          // next rows reads these rows as they were before the delta.
+          const std::span<std::int32_t> sums(previous_symbols.data() + y0 * w, n);
+          for (std::size_t i = 0; i < n; ++i) sums[i] += rows[i];
+          rows = sums;
+        }
+        codecs::dequantize_plane(rows, forecast.subspan(y0 * w, n), bound, recon.subspan(y0 * w, n), literals[g]);
+      }
     }
     if (shape.channels > 1) {
-      plane_symbols.swap(previous_symbols);
+      if (intra || !delta) plane_symbols.swap(previous_symbols);
       previous_channel = {g, t * shape.channels + c};
     }
   };

@@ -63,17 +63,20 @@ MotionField random_field(std::uint32_t w, std::uint32_t h, std::mt19937& rng, in
 }  // namespace
 
 TEST_CASE("motion compensation is the displaced reference, fractions bilinear in quarter pixels", "[motion]") {
+  // max_value 4095: the 16-bit arithmetic at its limit (16 x 4095 + 8 fits); 65535: 32 bits.
   std::mt19937 rng(5);
+  for (const std::uint32_t max_value : {1000u, 4095u, 65535u})
   for (const auto [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {8u, 8u}, {5u, 70u}, {100u, 17u}}) {
-    const auto reference = texture(w, h, w * h, 1000);
+    auto reference = texture(w, h, w * h, max_value);
+    for (std::size_t i = 0; i < reference.size(); i += 7) reference[i] = std::uint16_t(max_value);
     for (int trial = 0; trial < 4; ++trial) {
       const MotionField field = random_field(w, h, rng);
       std::vector<std::uint16_t> out(reference.size());
-      compensate(field, reference, out);
+      compensate(field, reference, out, max_value);
       for (std::uint32_t y = 0; y < h; ++y)
         for (std::uint32_t x = 0; x < w; ++x) {
           const MotionVector v = field.units[std::size_t(y / kMotionUnit) * field.units_x() + x / kMotionUnit];
-          INFO(w << "x" << h << " pixel " << x << "," << y << " vector " << v.x << "," << v.y);
+          INFO(w << "x" << h << " max " << max_value << " pixel " << x << "," << y << " vector " << v.x << "," << v.y);
           REQUIRE(out[std::size_t(y) * w + x] == naive_sample(reference, w, h, int(x), int(y), v));
         }
     }
