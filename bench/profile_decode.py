@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 STAGES = [  # (stage, pattern on "dso symbol"), first match wins
-    ("entropy decoding", r"decode_rans|decode_mapped|decode_symbols|decode_adaptive|finish_ranks|read_rank_table|libzstd|ZSTD_|StripedRans|decode_row_|scatter_rows|next_above|SignedSymbolReader|ZstdRankStream|ZstdFrameReader"),
+    ("entropy decoding", r"decode_rans|decode_mapped|decode_symbols|decode_adaptive|finish_ranks|read_rank_table|libzstd|ZSTD_|StripedRans|decode_row_|scatter_rows|next_above|SignedSymbolReader|ZstdRankStream|ZstdFrameReader|parse_rank_bytes|liblzma|lzma_"),
     ("inverse transform", r"inverse_transform"),
     ("dequantization", r"dequantize|interval_dequantize"),
     ("forecast", r"forecast|Predictor|predictor|build_forecast|motion"),

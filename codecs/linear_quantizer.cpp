@@ -55,7 +55,9 @@ struct UniformBins {
 // order (four rows at a time, codecs/wavefront.hpp).
 template <class Rec>
 void intra_rows(const std::int32_t* symbols, std::size_t width, std::size_t height, std::uint16_t* out, Rec rec) {
-  median_rows<std::uint32_t>(symbols, out, width, 0, height, med, rec);
+  // A lambda, not the function's address: median_rows inlines it.
+  const auto median = [](std::uint32_t a, std::uint32_t b, std::uint32_t c) { return med(a, b, c); };
+  median_rows<std::uint32_t>(symbols, out, width, 0, height, median, rec);
 }
 
 void check_sizes(std::size_t a, std::size_t b, std::size_t c) {
