@@ -300,3 +300,44 @@ TEST_CASE("the entropy coder registry names every coder and only those", "[codec
   for (const int byte : {0, 6, 255}) CHECK_FALSE(is_entropy_coder(static_cast<std::uint8_t>(byte)));
   CHECK(std::string(coder_name(static_cast<EntropyCoderKind>(200))) == "?");
 }
+
+TEST_CASE("large zstd streams read piece by piece give every symbol, escapes included, and refuse damage", "[codecs]") {
+  // Streams of 2^20 symbols and more are parsed as zstd inflates them (ZstdRankStream): plain
+  // bytes in a fast loop up to a margin, escapes, refills and the stream's last bytes one by one.
+  SymbolCoderOptions zstd_only;
+  zstd_only.allow_rans = false, zstd_only.allow_adaptive = false, zstd_only.zstd_level = 1;
+  std::mt19937 rng(41);
+  const std::size_t count = (std::size_t{1} << 20) + 4099;
+  for (const std::uint32_t spread : {40u, 3000u}) {  // all ranks below the escape; many above it
+    std::vector<std::int32_t> values(count);
+    std::geometric_distribution<int> size(0.2);
+    for (auto& v : values) {
+      const int m = std::min<int>(size(rng), int(spread));
+      v = rng() % 2 ? m : -m;
+    }
+    if (spread > 40) values[count - 1] = 2999, values[count - 2] = -2999;  // escapes in the last bytes
+    std::vector<std::uint32_t> symbols(count);
+    for (std::size_t i = 0; i < count; ++i) symbols[i] = zigzag(values[i]);
+    const auto bytes = encode_symbols(symbols, 0, zstd_only);
+    REQUIRE(bytes[0] == static_cast<std::uint8_t>(EntropyCoderKind::Zstd));
+    INFO("spread " << spread);
+    SignedSymbolReader reader(bytes, 0, count);
+    std::vector<std::int32_t> out(count);
+    for (std::size_t done = 0, piece = 1; done < count; piece = piece * 3 + 7) {
+      const std::size_t n = std::min(count - done, piece);
+      reader.read(std::span(out).subspan(done, n));
+      done += n;
+    }
+    reader.finish();
+    REQUIRE(out == values);
+    auto cut = bytes;
+    cut.resize(cut.size() - 9);
+    CHECK_THROWS_AS(
+        [&] {
+          SignedSymbolReader r(cut, 0, count);
+          r.read(out);
+          r.finish();
+        }(),
+        CodecError);
+  }
+}
