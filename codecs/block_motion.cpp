@@ -4,9 +4,15 @@
 #include <array>
 #include <bit>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "codecs/codec_error.hpp"
 #include "codecs/plane_transform.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TEZIP_HAVE_AVX2_MOTION 1
+#endif
 
 namespace tezip::codecs {
 namespace {
@@ -20,71 +26,190 @@ struct Rect {
 // The rows of a block inside the reference: bilinear weights in quarters (w00 + w01 + w10 + w11 =
 // 16), rounded to nearest. Acc is the arithmetic's width: 16 bits are exact for pixels below 4096
 // (16 * 4095 + 8 < 65536), and vectorize with twice the lanes of 32 (SSE2 has no 32-bit multiply).
-template <class Acc>
-void predict_inside(const std::uint16_t* src, std::uint32_t width, const Rect& r, std::uint32_t fx, std::uint32_t fy,
+template <class Acc, std::uint32_t W>
+[[gnu::always_inline]] inline void predict_inside(const std::uint16_t* src, std::uint32_t width, const Rect& r, std::uint32_t fx, std::uint32_t fy,
                     std::uint16_t* out) {
+  const std::uint32_t w = W ? W : r.w;  // a fixed width unrolls and vectorizes fully
   const Acc w00 = Acc((4 - fx) * (4 - fy)), w01 = Acc(fx * (4 - fy)), w10 = Acc((4 - fx) * fy), w11 = Acc(fx * fy);
   const Acc ax = Acc(4 - fx), bx = Acc(fx), ay = Acc(4 - fy), by = Acc(fy);
-  for (std::uint32_t y = 0; y < r.h; ++y, src += width, out += r.w) {
+  for (std::uint32_t y = 0; y < r.h; ++y, src += width, out += w) {
     const std::uint16_t* below = src + (fy ? width : 0);
     if (!fx && !fy) {
-      std::copy(src, src + r.w, out);
+      std::copy(src, src + w, out);
     } else if (!fy) {
-      for (std::uint32_t x = 0; x < r.w; ++x) out[x] = std::uint16_t(Acc(Acc(src[x] * ax + src[x + 1] * bx) + 2) >> 2);
+      for (std::uint32_t x = 0; x < w; ++x) out[x] = std::uint16_t(Acc(Acc(src[x] * ax + src[x + 1] * bx) + 2) >> 2);
     } else if (!fx) {
-      for (std::uint32_t x = 0; x < r.w; ++x) out[x] = std::uint16_t(Acc(Acc(src[x] * ay + below[x] * by) + 2) >> 2);
+      for (std::uint32_t x = 0; x < w; ++x) out[x] = std::uint16_t(Acc(Acc(src[x] * ay + below[x] * by) + 2) >> 2);
     } else {
-      for (std::uint32_t x = 0; x < r.w; ++x)
+      for (std::uint32_t x = 0; x < w; ++x)
         out[x] = std::uint16_t(
             Acc(Acc(src[x] * w00 + src[x + 1] * w01 + below[x] * w10 + below[x + 1] * w11) + 8) >> 4);
     }
   }
 }
 
+template <class Acc>
+[[gnu::always_inline]] inline void predict_inside_any(const std::uint16_t* src, std::uint32_t width, const Rect& r,
+                                                      std::uint32_t fx, std::uint32_t fy, std::uint16_t* out) {
+  if (r.w == 16) return predict_inside<Acc, 16>(src, width, r, fx, fy, out);
+  if (r.w == 8) return predict_inside<Acc, 8>(src, width, r, fx, fy, out);
+  predict_inside<Acc, 0>(src, width, r, fx, fy, out);
+}
+
+// The same arithmetic compiled for the portable path and for AVX2 (twice the lanes, and a 32-bit
+// multiply for 16-bit data): the same values by construction, and tests compare both.
+void predict_inside_portable(const std::uint16_t* src, std::uint32_t width, const Rect& r, std::uint32_t fx,
+                             std::uint32_t fy, bool narrow, std::uint16_t* out) {
+  if (narrow) {
+    predict_inside_any<std::uint16_t>(src, width, r, fx, fy, out);
+  } else {
+    predict_inside_any<std::uint32_t>(src, width, r, fx, fy, out);
+  }
+}
+
+#ifdef TEZIP_HAVE_AVX2_MOTION
+template <std::uint32_t W>
+[[gnu::target("avx2")]] inline __m256i load_row(const std::uint16_t* p) {
+  if constexpr (W == 16) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  } else {
+    return _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+}
+
+template <std::uint32_t W>
+[[gnu::target("avx2")]] inline void store_row(std::uint16_t* p, __m256i v) {
+  if constexpr (W == 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+  } else {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(v));
+  }
+}
+
+// predict_inside<std::uint16_t, W> in registers: 16 or 8 pixels a row, the same 16-bit sums (the
+// compiler unrolls the fixed-width loops into scalar code instead of vectorizing them).
+template <std::uint32_t W>
+[[gnu::target("avx2")]] void predict_narrow_avx2(const std::uint16_t* src, std::uint32_t width, const Rect& r,
+                                                std::uint32_t fx, std::uint32_t fy, std::uint16_t* out) {
+  const __m256i w00 = _mm256_set1_epi16(short((4 - fx) * (4 - fy))), w01 = _mm256_set1_epi16(short(fx * (4 - fy)));
+  const __m256i w10 = _mm256_set1_epi16(short((4 - fx) * fy)), w11 = _mm256_set1_epi16(short(fx * fy));
+  const __m256i ax = _mm256_set1_epi16(short(4 - fx)), bx = _mm256_set1_epi16(short(fx));
+  const __m256i ay = _mm256_set1_epi16(short(4 - fy)), by = _mm256_set1_epi16(short(fy));
+  const __m256i two = _mm256_set1_epi16(2), eight = _mm256_set1_epi16(8);
+  for (std::uint32_t y = 0; y < r.h; ++y, src += width, out += W) {
+    const std::uint16_t* below = src + (fy ? width : 0);
+    if (!fx && !fy) {
+      store_row<W>(out, load_row<W>(src));
+    } else if (!fy) {
+      const __m256i sum = _mm256_add_epi16(_mm256_mullo_epi16(load_row<W>(src), ax), _mm256_mullo_epi16(load_row<W>(src + 1), bx));
+      store_row<W>(out, _mm256_srli_epi16(_mm256_add_epi16(sum, two), 2));
+    } else if (!fx) {
+      const __m256i sum = _mm256_add_epi16(_mm256_mullo_epi16(load_row<W>(src), ay), _mm256_mullo_epi16(load_row<W>(below), by));
+      store_row<W>(out, _mm256_srli_epi16(_mm256_add_epi16(sum, two), 2));
+    } else {
+      const __m256i top = _mm256_add_epi16(_mm256_mullo_epi16(load_row<W>(src), w00), _mm256_mullo_epi16(load_row<W>(src + 1), w01));
+      const __m256i bottom = _mm256_add_epi16(_mm256_mullo_epi16(load_row<W>(below), w10), _mm256_mullo_epi16(load_row<W>(below + 1), w11));
+      store_row<W>(out, _mm256_srli_epi16(_mm256_add_epi16(_mm256_add_epi16(top, bottom), eight), 4));
+    }
+  }
+}
+
+[[gnu::target("avx2")]] void predict_inside_avx2(const std::uint16_t* src, std::uint32_t width, const Rect& r,
+                                                std::uint32_t fx, std::uint32_t fy, bool narrow, std::uint16_t* out) {
+  if (narrow && r.w == 16) return predict_narrow_avx2<16>(src, width, r, fx, fy, out);
+  if (narrow && r.w == 8) return predict_narrow_avx2<8>(src, width, r, fx, fy, out);
+  if (narrow) {
+    predict_inside_any<std::uint16_t>(src, width, r, fx, fy, out);
+  } else {
+    predict_inside_any<std::uint32_t>(src, width, r, fx, fy, out);
+  }
+}
+#endif
+
 // The block of `reference` displaced by v, written to out (r.w x r.h, row stride r.w): bilinear
 // between the four pixels around each sample, weights in quarters, rounded to nearest. Samples
 // outside the reference take the nearest edge pixel. `max_value`: no reference pixel exceeds it.
 void predict(std::span<const std::uint16_t> reference, std::uint32_t width, std::uint32_t height, const Rect& r,
-             MotionVector v, std::uint16_t* out, std::uint32_t max_value = 65535) {
+             MotionVector v, std::uint16_t* out, std::uint32_t max_value, SimdPath path) {
   const int ix = v.x >> 2, iy = v.y >> 2;  // floor: -1 quarter = one pixel left, plus three quarters
   const std::uint32_t fx = v.x & 3, fy = v.y & 3;
-  const std::uint32_t w00 = (4 - fx) * (4 - fy), w01 = fx * (4 - fy), w10 = (4 - fx) * fy, w11 = fx * fy;
   const int x0 = int(r.x) + ix, y0 = int(r.y) + iy;
   const bool inside = x0 >= 0 && y0 >= 0 && x0 + int(r.w) + (fx != 0) <= int(width) && y0 + int(r.h) + (fy != 0) <= int(height);
-  if (inside) {
-    const std::uint16_t* src = reference.data() + std::size_t(y0) * width + x0;
-    if (max_value < 4096) {
-      predict_inside<std::uint16_t>(src, width, r, fx, fy, out);
-    } else {
-      predict_inside<std::uint32_t>(src, width, r, fx, fy, out);
+  const std::uint16_t* src = reference.data() + (inside ? std::size_t(y0) * width + x0 : 0);
+  std::uint32_t stride = width;
+  std::array<std::uint16_t, (kBlock + 1) * (kBlock + 1)> window;
+  if (!inside) {
+    // The (w + 1) x (h + 1) samples around the block, each clamped to the nearest edge pixel,
+    // then the same arithmetic as inside (a twelfth of encoding went to a per-pixel clamped loop).
+    stride = r.w + 1;
+    for (std::uint32_t y = 0; y <= r.h; ++y) {
+      const std::uint16_t* row = reference.data() + std::size_t(std::clamp(y0 + int(y), 0, int(height) - 1)) * width;
+      for (std::uint32_t x = 0; x <= r.w; ++x) window[y * stride + x] = row[std::clamp(x0 + int(x), 0, int(width) - 1)];
     }
-    return;
+    src = window.data();
   }
-  auto at = [&](int x, int y) -> std::uint32_t {
-    x = std::clamp(x, 0, int(width) - 1);
-    y = std::clamp(y, 0, int(height) - 1);
-    return reference[std::size_t(y) * width + x];
-  };
-  for (std::uint32_t y = 0; y < r.h; ++y, out += r.w)
-    for (std::uint32_t x = 0; x < r.w; ++x) {
-      const int sx = x0 + int(x), sy = y0 + int(y);
-      const std::uint32_t a = at(sx, sy), b = at(sx + 1, sy), c = at(sx, sy + 1), d = at(sx + 1, sy + 1);
-      out[x] = std::uint16_t(fx && fy ? (a * w00 + b * w01 + c * w10 + d * w11 + 8) >> 4
-                             : fx     ? (a * (4 - fx) + b * fx + 2) >> 2
-                             : fy     ? (a * (4 - fy) + c * fy + 2) >> 2
-                                      : a);
-    }
+#ifdef TEZIP_HAVE_AVX2_MOTION
+  if (path == SimdPath::avx2) return predict_inside_avx2(src, stride, r, fx, fy, max_value < 4096, out);
+#endif
+  (void)path;
+  predict_inside_portable(src, stride, r, fx, fy, max_value < 4096, out);
 }
 
-std::uint64_t sad(std::span<const std::uint16_t> plane, std::uint32_t width, const Rect& r, const std::uint16_t* p) {
-  std::uint64_t sum = 0;
-  const std::uint16_t* row = plane.data() + std::size_t(r.y) * width + r.x;
-  for (std::uint32_t y = 0; y < r.h; ++y, row += width, p += r.w) {
-    std::uint32_t s = 0;
-    for (std::uint32_t x = 0; x < r.w; ++x) s += std::uint32_t(std::abs(int(row[x]) - int(p[x])));
-    sum += s;
-  }
+// The sum of absolute differences of h rows of w pixels (strides sa, sb). The search's areas are
+// 16 or 8 pixels wide but at the frame's edges: fixed widths unroll and vectorize fully.
+template <std::uint32_t W>
+std::uint64_t sad_fixed(const std::uint16_t* a, std::size_t sa, const std::uint16_t* b, std::size_t sb, std::uint32_t h) {
+  std::uint32_t sum = 0;  // at most 16 x 16 x 65535 < 2^32
+  for (std::uint32_t y = 0; y < h; ++y, a += sa, b += sb)
+    for (std::uint32_t x = 0; x < W; ++x) sum += std::uint32_t(std::abs(int(a[x]) - int(b[x])));
   return sum;
+}
+
+#ifdef TEZIP_HAVE_AVX2_MOTION
+// 16 or 8 columns: |a - b| as the or of both saturating differences (exact for any 16 bits),
+// widened to 32-bit lanes and summed.
+template <std::uint32_t W>
+[[gnu::target("avx2")]] std::uint64_t sad_avx2(const std::uint16_t* a, std::size_t sa, const std::uint16_t* b,
+                                              std::size_t sb, std::uint32_t h) {
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i acc = zero;
+  for (std::uint32_t y = 0; y < h; ++y, a += sa, b += sb) {
+    __m256i d;
+    if constexpr (W == 16) {
+      const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
+      const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+      d = _mm256_or_si256(_mm256_subs_epu16(va, vb), _mm256_subs_epu16(vb, va));
+    } else {
+      const __m128i va = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+      const __m128i vb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+      d = _mm256_zextsi128_si256(_mm_or_si128(_mm_subs_epu16(va, vb), _mm_subs_epu16(vb, va)));
+    }
+    acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_unpacklo_epi16(d, zero), _mm256_unpackhi_epi16(d, zero)));
+  }
+  const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  const __m128i t = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  return std::uint32_t(_mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1))));
+}
+#endif
+
+std::uint64_t sad_rows(const std::uint16_t* a, std::size_t sa, const std::uint16_t* b, std::size_t sb, std::uint32_t w,
+                       std::uint32_t h, SimdPath path) {
+#ifdef TEZIP_HAVE_AVX2_MOTION
+  if (path == SimdPath::avx2 && w == 16) return sad_avx2<16>(a, sa, b, sb, h);
+  if (path == SimdPath::avx2 && w == 8) return sad_avx2<8>(a, sa, b, sb, h);
+#endif
+  (void)path;
+  if (w == 16) return sad_fixed<16>(a, sa, b, sb, h);
+  if (w == 8) return sad_fixed<8>(a, sa, b, sb, h);
+  std::uint64_t sum = 0;
+  for (std::uint32_t y = 0; y < h; ++y, a += sa, b += sb)
+    for (std::uint32_t x = 0; x < w; ++x) sum += std::uint32_t(std::abs(int(a[x]) - int(b[x])));
+  return sum;
+}
+
+std::uint64_t sad(std::span<const std::uint16_t> plane, std::uint32_t width, const Rect& r, const std::uint16_t* p,
+                  SimdPath path) {
+  return sad_rows(plane.data() + std::size_t(r.y) * width + r.x, width, p, r.w, r.w, r.h, path);
 }
 
 std::uint64_t bits_of(std::span<const std::uint16_t> plane, std::uint32_t width, const Rect& r, const std::uint16_t* p,
@@ -153,8 +278,10 @@ MotionVector clamp_vector(int x, int y) {
 class AreaSearch {
  public:
   AreaSearch(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> reference, const MotionField& f,
-             const Rect& r, MotionVector pred, double lambda, const ResidualBits* bits)
-      : plane_(plane), reference_(reference), f_(f), r_(r), pred_(pred), lambda_(lambda), bits_(bits) {}
+             const Rect& r, MotionVector pred, double lambda, const ResidualBits* bits, std::uint32_t max_value,
+             SimdPath path)
+      : plane_(plane), reference_(reference), f_(f), r_(r), pred_(pred), lambda_(lambda), bits_(bits), max_value_(max_value),
+        path_(path) {}
 
   // Decides between the search's best vector, the zero vector and the predicted one by estimated
   // bits (residual and vector); the result's cost is then in bits. Without a bit table the SAD
@@ -164,7 +291,7 @@ class AreaSearch {
     double best = 1e300;
     MotionVector chosen{};
     for (const MotionVector v : {best_, MotionVector{}, pred_}) {
-      predict(reference_, f_.width, f_.height, r_, v, buffer_.data());
+      predict(reference_, f_.width, f_.height, r_, v, buffer_.data(), max_value_, path_);
       const double c = double(bits_of(plane_, f_.width, r_, buffer_.data(), *bits_)) + vector_bits(v, pred_);
       if (c < best) best = c, chosen = v;
     }
@@ -179,18 +306,11 @@ class AreaSearch {
     // Whole-pixel vectors inside the reference (most of the search): straight from the reference.
     const int x0 = int(r_.x) + (v.x >> 2), y0 = int(r_.y) + (v.y >> 2);
     if (!(v.x & 3) && !(v.y & 3) && x0 >= 0 && y0 >= 0 && x0 + int(r_.w) <= int(f_.width) && y0 + int(r_.h) <= int(f_.height)) {
-      std::uint64_t sum = 0;
-      const std::uint16_t* a = plane_.data() + std::size_t(r_.y) * f_.width + r_.x;
-      const std::uint16_t* b = reference_.data() + std::size_t(y0) * f_.width + std::size_t(x0);
-      for (std::uint32_t y = 0; y < r_.h; ++y, a += f_.width, b += f_.width) {
-        std::uint32_t row = 0;
-        for (std::uint32_t x = 0; x < r_.w; ++x) row += std::uint32_t(std::abs(int(a[x]) - int(b[x])));
-        sum += row;
-      }
-      return sum;
+      return sad_rows(plane_.data() + std::size_t(r_.y) * f_.width + r_.x, f_.width,
+                      reference_.data() + std::size_t(y0) * f_.width + std::size_t(x0), f_.width, r_.w, r_.h, path_);
     }
-    predict(reference_, f_.width, f_.height, r_, v, buffer_.data());
-    return sad(plane_, f_.width, r_, buffer_.data());
+    predict(reference_, f_.width, f_.height, r_, v, buffer_.data(), max_value_, path_);
+    return sad(plane_, f_.width, r_, buffer_.data(), path_);
   }
   double cost_of(MotionVector v, std::uint64_t* sad_out = nullptr) {
     const std::uint64_t s = sad_of(v);
@@ -235,6 +355,8 @@ class AreaSearch {
   MotionVector pred_;
   double lambda_;
   const ResidualBits* bits_;
+  std::uint32_t max_value_;
+  SimdPath path_;
   std::array<std::uint16_t, kBlock * kBlock> buffer_{};
   std::array<MotionVector, 96> tried_{};
   std::size_t tried_count_ = 0;
@@ -353,7 +475,7 @@ struct PassResult {
 // One pass of the search over every block, in coding order, into result (field, sad).
 PassResult search_pass(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> reference,
                        const MotionField* hint, const ResidualBits* bits, double lambda, const ExactMatches* exact,
-                       MotionSearch& result) {
+                       std::uint32_t max_value, SimdPath path, MotionSearch& result) {
   MotionField& f = result.field;
   const bool use_hint = hint && hint->width == f.width && hint->height == f.height;
   PassResult pass;
@@ -376,7 +498,7 @@ PassResult search_pass(std::span<const std::uint16_t> plane, std::span<const std
       const std::uint32_t ux = 2 * bx, uy = 2 * by;
       const Rect r = unit_rect(f, ux, uy, 2);
       const MotionVector pred = predict_vector(f, ux, uy, 2);
-      AreaSearch whole(plane, reference, f, r, pred, lambda, bits);
+      AreaSearch whole(plane, reference, f, r, pred, lambda, bits, max_value, path);
       whole.consider({});
       whole.consider(pred);
       auto unit_at = [&](std::int64_t x, std::int64_t y) -> const MotionVector* {
@@ -411,7 +533,7 @@ PassResult search_pass(std::span<const std::uint16_t> plane, std::span<const std
           const std::uint32_t qx = ux + q % 2, qy = uy + q / 2;
           const MotionVector qpred = predict_vector(f, qx, qy, 1);
           const Rect qr = unit_rect(f, qx, qy, 1);
-          AreaSearch part(plane, reference, f, qr, qpred, lambda, bits);
+          AreaSearch part(plane, reference, f, qr, qpred, lambda, bits, max_value, path);
           part.consider(whole.best());
           part.consider(qpred);
           part.consider({});
@@ -449,7 +571,9 @@ PassResult search_pass(std::span<const std::uint16_t> plane, std::span<const std
 }  // namespace
 
 MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> reference,
-                           std::uint32_t width, const MotionField* hint, const ResidualBits* bits) {
+                           std::uint32_t width, const MotionField* hint, const ResidualBits* bits,
+                           std::uint32_t max_value, SimdPath path) {
+  if (!simd_supported(path)) throw std::invalid_argument("search_motion: this CPU cannot run the kernel path");
   const std::uint32_t height = width ? std::uint32_t(plane.size() / width) : 0;
   MotionSearch result;
   result.field = MotionField(width, height);
@@ -461,7 +585,7 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
   result.zero_sad = zero_sad;
   const double lambda = 0.69 * std::max(0.25, double(zero_sad) / double(plane.size()));
 
-  const PassResult first = search_pass(plane, reference, hint, bits, lambda, nullptr, result);
+  const PassResult first = search_pass(plane, reference, hint, bits, lambda, nullptr, max_value, path, result);
   // The hashed candidates cost a sorted table of the reference and a second pass (on a 768 x 576
   // frame about as much as the first); they are looked for only where the pattern search has
   // shown the frame to be made of exact copies, at least one in five of its textured areas matched
@@ -474,7 +598,7 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
       MotionSearch again;
       again.field = MotionField(width, height);
       again.zero_sad = zero_sad;
-      const PassResult second = search_pass(plane, reference, hint, bits, lambda, &exact, again);
+      const PassResult second = search_pass(plane, reference, hint, bits, lambda, &exact, max_value, path, again);
       if (second.cost < first.cost) result = std::move(again);
     }
   }
@@ -486,7 +610,8 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
 }
 
 void compensate(const MotionField& f, std::span<const std::uint16_t> reference, std::span<std::uint16_t> out,
-                std::uint32_t max_value) {
+                std::uint32_t max_value, SimdPath path) {
+  if (!simd_supported(path)) throw std::invalid_argument("compensate: this CPU cannot run the kernel path");
   if (reference.size() != std::size_t(f.width) * f.height || out.size() != reference.size())
     throw CodecError("motion field and plane sizes differ");
   std::array<std::uint16_t, kBlock * kBlock> buffer;
@@ -497,7 +622,7 @@ void compensate(const MotionField& f, std::span<const std::uint16_t> reference, 
       for (std::uint32_t uy = 2 * by; uy < std::min(2 * by + 2, f.units_y()); uy += span)
         for (std::uint32_t ux = 2 * bx; ux < std::min(2 * bx + 2, f.units_x()); ux += span) {
           const Rect r = unit_rect(f, ux, uy, span);
-          predict(reference, f.width, f.height, r, f.units[std::size_t(uy) * f.units_x() + ux], buffer.data(), max_value);
+          predict(reference, f.width, f.height, r, f.units[std::size_t(uy) * f.units_x() + ux], buffer.data(), max_value, path);
           for (std::uint32_t y = 0; y < r.h; ++y)
             std::copy_n(buffer.data() + std::size_t(y) * r.w, r.w, out.data() + std::size_t(r.y + y) * f.width + r.x);
         }

@@ -3,6 +3,8 @@
 #include <span>
 #include <vector>
 
+#include "codecs/simd.hpp"
+
 namespace tezip::codecs {
 
 // Coded block motion, as video codecs do it: the encoder searches, per 16 x 16 block (or each of its
@@ -58,14 +60,16 @@ struct ResidualBits {
 
 // Searches `plane` against `reference` (both width x height). `hint` (may be null) is the field of
 // the previous frame of the same plane: its vectors are candidates. Without `bits` (null), SAD
-// decides everything. Deterministic.
+// decides everything. `max_value`: no pixel of either exceeds it (the forecasts' arithmetic; the
+// result is the same for any value at least the largest pixel). Deterministic.
 MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> reference,
-                           std::uint32_t width, const MotionField* hint = nullptr, const ResidualBits* bits = nullptr);
+                           std::uint32_t width, const MotionField* hint = nullptr, const ResidualBits* bits = nullptr,
+                           std::uint32_t max_value = 65535, SimdPath path = simd_path());
 
 // The motion-compensated forecast of a field: `out` = reference displaced block by block.
 // `max_value`: the largest value a reference pixel may have (below 4096, 16-bit arithmetic does).
 void compensate(const MotionField& field, std::span<const std::uint16_t> reference, std::span<std::uint16_t> out,
-                std::uint32_t max_value = 65535);
+                std::uint32_t max_value = 65535, SimdPath path = simd_path());
 
 // The field with every vector scaled by num / den (rounded half away from zero) and clamped to the
 // range: the vectors towards a reference on the other side of the frame (num < 0), for bi-prediction.

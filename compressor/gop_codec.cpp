@@ -363,7 +363,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       residual_bits_tolerance = tolerance0;
     }
     auto found = codecs::search_motion(plane, near_plane, shape.width, hint.units.empty() ? nullptr : &hint,
-                                       uniform ? &residual_bits : nullptr);
+                                       uniform ? &residual_bits : nullptr, shape.max_value);
     hint = std::move(found.field);
     std::uint64_t forecast_sad = found.zero_sad;
     if (forecast0.data() != near_plane.data()) {

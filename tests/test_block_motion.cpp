@@ -236,3 +236,37 @@ TEST_CASE("coded motion pays on a panning scene and decodes bit for bit", "[moti
     }
   }
 }
+
+TEST_CASE("the motion search and compensation give the same results on every kernel path", "[motion][simd]") {
+  // The AVX2 block forecasts and SADs against the portable ones: fields, costs and forecasts
+  // equal, 8-bit (16-bit arithmetic) and 16-bit data, frame edges (partial areas) included.
+  if (!simd_supported(SimdPath::avx2)) SUCCEED("no AVX2 on this CPU: only the portable path runs");
+  std::mt19937 rng(17);
+  for (const std::uint32_t max_value : {255u, 65535u})
+    for (const auto [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {100u, 17u}}) {
+      const auto reference = texture(w, h, w + h, max_value);
+      auto plane = texture(w, h, w + h, max_value);
+      // The plane: the reference moved by a fraction of a pixel, with noise.
+      const MotionField moved = random_field(w, h, rng, 6);
+      compensate(moved, reference, plane, max_value, SimdPath::portable);
+      for (auto& p : plane) p = std::uint16_t(std::min<std::uint32_t>(max_value, p + rng() % 3));
+      if (!simd_supported(SimdPath::avx2)) continue;
+      INFO(w << "x" << h << " max " << max_value);
+      const auto bits = ResidualBits::uniform(max_value, 0);
+      for (const ResidualBits* table : {static_cast<const ResidualBits*>(nullptr), &bits}) {
+        const auto a = search_motion(plane, reference, w, nullptr, table, max_value, SimdPath::portable);
+        const auto b = search_motion(plane, reference, w, nullptr, table, max_value, SimdPath::avx2);
+        REQUIRE(a.field.units == b.field.units);
+        REQUIRE(a.field.split == b.field.split);
+        REQUIRE(a.sad == b.sad);
+        REQUIRE(a.vector_bits == b.vector_bits);
+      }
+      for (int trial = 0; trial < 4; ++trial) {
+        const MotionField field = random_field(w, h, rng);
+        std::vector<std::uint16_t> p(reference.size()), q(reference.size());
+        compensate(field, reference, p, max_value, SimdPath::portable);
+        compensate(field, reference, q, max_value, SimdPath::avx2);
+        REQUIRE(p == q);
+      }
+    }
+}
