@@ -343,12 +343,24 @@ class AreaSearch {
   std::uint64_t best_sad() const { return best_sad_; }
 
  private:
+  // Whether v was tried before; the first kMaxTried distinct vectors are remembered (a linear
+  // scan of them was a tenth of encoding). Open addressing over kSlots > kMaxTried slots, so a
+  // probe always ends at a free slot.
   bool tried(MotionVector v) {
-    for (std::size_t i = 0; i < tried_count_; ++i)
-      if (tried_[i] == v) return true;
-    if (tried_count_ < tried_.size()) tried_[tried_count_++] = v;
+    const std::uint32_t key = (std::uint32_t(std::uint16_t(v.x)) << 16) | std::uint16_t(v.y);
+    std::uint32_t h = (key * 0x9E3779B1u) >> (32 - kSlotBits);
+    while (occupied_[h >> 6] >> (h & 63) & 1) {
+      if (keys_[h] == key) return true;
+      h = (h + 1) & (kSlots - 1);
+    }
+    if (tried_count_ < kMaxTried) {
+      occupied_[h >> 6] |= std::uint64_t{1} << (h & 63);
+      keys_[h] = key;
+      ++tried_count_;
+    }
     return false;
   }
+  static constexpr std::uint32_t kSlotBits = 7, kSlots = 1u << kSlotBits, kMaxTried = 96;
   std::span<const std::uint16_t> plane_, reference_;
   const MotionField& f_;
   Rect r_;
@@ -358,8 +370,9 @@ class AreaSearch {
   std::uint32_t max_value_;
   SimdPath path_;
   std::array<std::uint16_t, kBlock * kBlock> buffer_{};
-  std::array<MotionVector, 96> tried_{};
-  std::size_t tried_count_ = 0;
+  std::array<std::uint32_t, kSlots> keys_;
+  std::array<std::uint64_t, kSlots / 64> occupied_{};
+  std::uint32_t tried_count_ = 0;
   MotionVector best_{};
   double best_cost_ = 1e300;
   std::uint64_t best_sad_ = 0;
