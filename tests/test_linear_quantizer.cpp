@@ -177,9 +177,12 @@ TEST_CASE("intra reconstruction four rows at a time matches the encoder on every
   std::mt19937 rng(21);
   for (const std::size_t width : {1u, 2u, 7u, 8u, 9u, 33u}) {
     for (const std::size_t height : {1u, 2u, 4u, 5u, 6u, 7u, 8u, 13u}) {
-      for (const std::uint32_t max_value : {255u, 65535u}) {
+      for (const std::uint32_t max_value : {255u, 65535u})
+      for (const bool sparse : {false, true}) {  // sparse: constant rows, filled without the chain
         std::vector<std::uint16_t> plane(width * height);
         for (auto& v : plane) v = std::uint16_t(rng() % 3 == 0 ? rng() % (max_value + 1) : max_value / 2 + rng() % 5);
+        if (sparse)
+          for (std::size_t i = 0; i < plane.size(); ++i) plane[i] = (i / width) % 7 == 3 && rng() % 4 == 0 ? plane[i] : 9;
         for (const std::uint32_t e : {0u, 1u, 3u}) {
           const PlaneBound bound{e, 0, max_value};
           std::vector<std::int32_t> q(plane.size());

@@ -58,11 +58,14 @@ TEST_CASE("the median transform inverts four rows at a time on every shape", "[c
   // extreme values (where a + b - c leaves 32 bits).
   std::mt19937 rng(13);
   for (const std::size_t width : {1u, 2u, 7u, 8u, 9u, 33u}) {
-    for (const std::size_t height : {1u, 2u, 4u, 5u, 6u, 7u, 8u, 13u}) {
-      for (const bool extreme : {false, true}) {
+    for (const std::size_t height : {1u, 2u, 4u, 5u, 6u, 7u, 8u, 13u, 24u}) {
+      for (const int kind : {0, 1, 2}) {  // smooth, extreme, sparse (constant rows: filled without the chain)
+        const bool extreme = kind == 1;
         std::vector<std::int32_t> plane(width * height);
         for (std::size_t i = 0; i < plane.size(); ++i)
           plane[i] = extreme ? std::int32_t(rng()) : std::int32_t(i % width + i / width) + std::int32_t(rng() % 3);
+        if (kind == 2)
+          for (std::size_t i = 0; i < plane.size(); ++i) plane[i] = (i / width) % 11 == 2 && rng() % 3 == 0 ? plane[i] : -4;
         if (extreme && plane.size() > 3) plane[plane.size() / 2] = INT32_MIN, plane[plane.size() / 3] = INT32_MAX;
         std::vector<std::int32_t> out(plane.size());
         forward_transform(PlaneTransform::Median, plane, width, out);
