@@ -90,23 +90,24 @@ namespace {
 // lengths, it sees that many exact zeros are almost free.
 class CostEstimate {
  public:
-  void add(std::int32_t v) {
-    const int bucket = std::bit_width(zigzag(v));
-    ++histogram_[bucket];
-    mantissa_bits_ += bucket > 1 ? bucket - 1 : 0;
+  void add(std::int32_t v) { ++histogram_[std::bit_width(zigzag(v))]; }
+  void merge(const CostEstimate& other) {
+    for (std::size_t b = 0; b < std::size(histogram_); ++b) histogram_[b] += other.histogram_[b];
   }
   std::uint64_t bits() const {
-    std::uint64_t n = 0;
-    for (auto c : histogram_) n += c;
+    std::uint64_t n = 0, mantissa_bits = 0;  // the bits below the leading one: bucket - 1 each
+    for (std::size_t b = 0; b < std::size(histogram_); ++b) {
+      n += histogram_[b];
+      mantissa_bits += histogram_[b] * (b > 1 ? b - 1 : 0);
+    }
     double entropy = 0;
     for (auto c : histogram_)
       if (c) entropy -= double(c) * std::log2(double(c) / double(n));
-    return std::uint64_t(entropy) + mantissa_bits_;
+    return std::uint64_t(entropy) + mantissa_bits;
   }
 
  private:
   std::uint64_t histogram_[33] = {};
-  std::uint64_t mantissa_bits_ = 0;
 };
 
 }  // namespace
@@ -133,17 +134,34 @@ TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_
   check_width(plane.size(), width);
   const std::size_t height = plane.size() / width;
   const std::size_t row_step = cost_sample_step(height);
-  CostEstimate cost[3];
-  for (std::size_t y = 0; y < height; y += row_step)
-    for (std::size_t x = 0, i = y * width; x < width; ++x, ++i) {
-      cost[0].add(plane[i]);
-      cost[1].add(wrap_sub(plane[i], predict(PlaneTransform::Left, plane.data(), i, x, width)));
-      cost[2].add(wrap_sub(plane[i], predict(PlaneTransform::Median, plane.data(), i, x, width)));
+  // predict()'s cases hoisted out of the row loop, and two histograms a transform (even and odd
+  // columns, merged) so that consecutive increments do not wait on each other: the same counts.
+  CostEstimate cost[3][2];
+  const auto add = [&](int parity, std::int32_t v, std::int32_t left, std::int32_t median) {
+    cost[0][parity].add(v);
+    cost[1][parity].add(wrap_sub(v, left));
+    cost[2][parity].add(wrap_sub(v, median));
+  };
+  const auto med_clamped = [](std::int32_t a, std::int32_t b, std::int32_t c) {  // med(), without branches
+    const std::int64_t lo = std::min(a, b), hi = std::max(a, b);
+    return std::int32_t(std::clamp(std::int64_t(a) + b - c, lo, hi));
+  };
+  for (std::size_t y = 0; y < height; y += row_step) {
+    const std::int32_t* row = plane.data() + y * width;
+    if (y == 0) {
+      add(0, row[0], 0, 0);
+      for (std::size_t x = 1; x < width; ++x) add(int(x & 1), row[x], row[x - 1], row[x - 1]);
+      continue;
     }
+    const std::int32_t* up = row - width;
+    add(0, row[0], up[0], up[0]);
+    for (std::size_t x = 1; x < width; ++x) add(int(x & 1), row[x], row[x - 1], med_clamped(row[x - 1], up[x], up[x - 1]));
+  }
+  for (auto& c : cost) c[0].merge(c[1]);
   // Ties keep the simpler transform.
-  TransformChoice best{PlaneTransform::None, cost[0].bits()};
+  TransformChoice best{PlaneTransform::None, cost[0][0].bits()};
   for (int t = 1; t < 3; ++t)
-    if (const auto bits = cost[t].bits(); bits < best.cost) best = {PlaneTransform(t), bits};
+    if (const auto bits = cost[t][0].bits(); bits < best.cost) best = {PlaneTransform(t), bits};
   return best;
 }
 
