@@ -398,7 +398,19 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   // The size a context assignment costs: the tokens' order-0 entropy per context, plus the extra bits.
   auto estimated_bits = [&](const std::vector<std::uint16_t>& index) {
     std::vector<std::uint64_t> c(kMaxContexts * kMaxTokens, 0);
-    for (std::size_t i = 0; i < n; ++i) ++c[index[i] * kMaxTokens + tokens[i]];
+    if (n < (std::uint64_t{1} << 32)) {
+      // Four histograms of consecutive symbols, summed: increments of one count no longer wait on
+      // each other (the single histogram was a quarter of this coder's encoding). The same counts.
+      std::vector<std::uint32_t> part(4 * kMaxContexts * kMaxTokens, 0);
+      std::size_t i = 0;
+      for (; i + 4 <= n; i += 4)
+        for (std::size_t k = 0; k < 4; ++k) ++part[k * kMaxContexts * kMaxTokens + index[i + k] * kMaxTokens + tokens[i + k]];
+      for (; i < n; ++i) ++part[index[i] * kMaxTokens + tokens[i]];
+      for (std::size_t k = 0; k < 4; ++k)
+        for (std::size_t j = 0; j < c.size(); ++j) c[j] += part[k * c.size() + j];
+    } else {
+      for (std::size_t i = 0; i < n; ++i) ++c[index[i] * kMaxTokens + tokens[i]];
+    }
     double bits = 0;
     for (std::size_t ctx = 0; ctx < kMaxContexts; ++ctx) {
       std::uint64_t total = 0;
