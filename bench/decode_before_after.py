@@ -7,16 +7,9 @@ For each NAME, the three whole processes `TEZIP_BEFORE verify BEFORE.tzp -T 1`, 
 verify AFTER.tzp -T 1` and `zstd -d -T1 -c RAW.zst` run in turn, RUNS times; the best CPU time
 (user + system) of each counts, so that the shared machine's load moves all three alike. Prints the
 times, each build's ratio to zstd -d and the speed-up. RAW.zst: the raw pixels, `zstd -19 -T1`."""
-import resource
-import subprocess
 import sys
 
-
-def cpu_seconds(argv):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+from decode_vs_zstd import cpu_seconds  # whole-process CPU time, user + system
 
 
 def main():

@@ -9,17 +9,10 @@ Options are separated by colons (e.g. "mire2 abs 2:.cache/datasets/mire2:55.4:--
 The last archives of both builds are compared byte for byte. Archives go to a temporary folder."""
 import filecmp
 import os
-import resource
-import subprocess
 import sys
 import tempfile
 
-
-def cpu_seconds(argv):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+from decode_vs_zstd import cpu_seconds  # whole-process CPU time, user + system
 
 
 def main():
