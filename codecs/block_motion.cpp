@@ -27,9 +27,9 @@ struct Rect {
 // 16), rounded to nearest. Acc is the arithmetic's width: 16 bits are exact for pixels below 4096
 // (16 * 4095 + 8 < 65536), and vectorize with twice the lanes of 32 (SSE2 has no 32-bit multiply).
 template <class Acc, std::uint32_t W>
-[[gnu::always_inline]] inline void predict_inside(const std::uint16_t* src, std::uint32_t width, const Rect& r, std::uint32_t fx, std::uint32_t fy,
-                    std::uint16_t* out) {
-  const std::uint32_t w = W ? W : r.w;  // a fixed width unrolls and vectorizes fully
+[[gnu::always_inline]] inline void predict_inside(const std::uint16_t* src, std::uint32_t width, const Rect& r,
+                                                  std::uint32_t fx, std::uint32_t fy, std::uint16_t* out) {
+  const std::uint32_t w = W ? W : r.w;  // W = 0: the block's own width
   const Acc w00 = Acc((4 - fx) * (4 - fy)), w01 = Acc(fx * (4 - fy)), w10 = Acc((4 - fx) * fy), w11 = Acc(fx * fy);
   const Acc ax = Acc(4 - fx), bx = Acc(fx), ay = Acc(4 - fy), by = Acc(fy);
   for (std::uint32_t y = 0; y < r.h; ++y, src += width, out += w) {
@@ -48,23 +48,23 @@ template <class Acc, std::uint32_t W>
   }
 }
 
-template <class Acc>
+// predict_inside for any block: 16-bit arithmetic when `narrow` (pixels below 4096), the areas'
+// common widths fixed.
 [[gnu::always_inline]] inline void predict_inside_any(const std::uint16_t* src, std::uint32_t width, const Rect& r,
-                                                      std::uint32_t fx, std::uint32_t fy, std::uint16_t* out) {
-  if (r.w == 16) return predict_inside<Acc, 16>(src, width, r, fx, fy, out);
-  if (r.w == 8) return predict_inside<Acc, 8>(src, width, r, fx, fy, out);
-  predict_inside<Acc, 0>(src, width, r, fx, fy, out);
+                                                      std::uint32_t fx, std::uint32_t fy, bool narrow, std::uint16_t* out) {
+  if (narrow) {
+    if (r.w == 16) return predict_inside<std::uint16_t, 16>(src, width, r, fx, fy, out);
+    if (r.w == 8) return predict_inside<std::uint16_t, 8>(src, width, r, fx, fy, out);
+    return predict_inside<std::uint16_t, 0>(src, width, r, fx, fy, out);
+  }
+  predict_inside<std::uint32_t, 0>(src, width, r, fx, fy, out);
 }
 
 // The same arithmetic compiled for the portable path and for AVX2 (twice the lanes, and a 32-bit
 // multiply for 16-bit data): the same values by construction, and tests compare both.
 void predict_inside_portable(const std::uint16_t* src, std::uint32_t width, const Rect& r, std::uint32_t fx,
                              std::uint32_t fy, bool narrow, std::uint16_t* out) {
-  if (narrow) {
-    predict_inside_any<std::uint16_t>(src, width, r, fx, fy, out);
-  } else {
-    predict_inside_any<std::uint32_t>(src, width, r, fx, fy, out);
-  }
+  predict_inside_any(src, width, r, fx, fy, narrow, out);
 }
 
 #ifdef TEZIP_HAVE_AVX2_MOTION
@@ -118,11 +118,7 @@ template <std::uint32_t W>
                                                 std::uint32_t fx, std::uint32_t fy, bool narrow, std::uint16_t* out) {
   if (narrow && r.w == 16) return predict_narrow_avx2<16>(src, width, r, fx, fy, out);
   if (narrow && r.w == 8) return predict_narrow_avx2<8>(src, width, r, fx, fy, out);
-  if (narrow) {
-    predict_inside_any<std::uint16_t>(src, width, r, fx, fy, out);
-  } else {
-    predict_inside_any<std::uint32_t>(src, width, r, fx, fy, out);
-  }
+  predict_inside_any(src, width, r, fx, fy, narrow, out);
 }
 #endif
 
@@ -155,13 +151,15 @@ void predict(std::span<const std::uint16_t> reference, std::uint32_t width, std:
   predict_inside_portable(src, stride, r, fx, fy, max_value < 4096, out);
 }
 
-// The sum of absolute differences of h rows of w pixels (strides sa, sb). The search's areas are
-// 16 or 8 pixels wide but at the frame's edges: fixed widths unroll and vectorize fully.
+// The sum of absolute differences of h rows of w pixels (strides sa, sb); W = 0: any w. The
+// search's areas are 16 or 8 pixels wide but at the frame's edges.
 template <std::uint32_t W>
-std::uint64_t sad_fixed(const std::uint16_t* a, std::size_t sa, const std::uint16_t* b, std::size_t sb, std::uint32_t h) {
+std::uint64_t sad_fixed(const std::uint16_t* a, std::size_t sa, const std::uint16_t* b, std::size_t sb, std::uint32_t w,
+                        std::uint32_t h) {
+  if constexpr (W != 0) w = W;
   std::uint32_t sum = 0;  // at most 16 x 16 x 65535 < 2^32
   for (std::uint32_t y = 0; y < h; ++y, a += sa, b += sb)
-    for (std::uint32_t x = 0; x < W; ++x) sum += std::uint32_t(std::abs(int(a[x]) - int(b[x])));
+    for (std::uint32_t x = 0; x < w; ++x) sum += std::uint32_t(std::abs(int(a[x]) - int(b[x])));
   return sum;
 }
 
@@ -199,12 +197,9 @@ std::uint64_t sad_rows(const std::uint16_t* a, std::size_t sa, const std::uint16
   if (path == SimdPath::avx2 && w == 8) return sad_avx2<8>(a, sa, b, sb, h);
 #endif
   (void)path;
-  if (w == 16) return sad_fixed<16>(a, sa, b, sb, h);
-  if (w == 8) return sad_fixed<8>(a, sa, b, sb, h);
-  std::uint64_t sum = 0;
-  for (std::uint32_t y = 0; y < h; ++y, a += sa, b += sb)
-    for (std::uint32_t x = 0; x < w; ++x) sum += std::uint32_t(std::abs(int(a[x]) - int(b[x])));
-  return sum;
+  if (w == 16) return sad_fixed<16>(a, sa, b, sb, w, h);
+  if (w == 8) return sad_fixed<8>(a, sa, b, sb, w, h);
+  return sad_fixed<0>(a, sa, b, sb, w, h);
 }
 
 std::uint64_t sad(std::span<const std::uint16_t> plane, std::uint32_t width, const Rect& r, const std::uint16_t* p,

@@ -23,6 +23,14 @@ inline std::int32_t med(std::int32_t a, std::int32_t b, std::int32_t c) {
   return wrap_sub(wrap_add(a, b), c);
 }
 
+// med() as a clamp: in 64 bits a + b - c cannot wrap, and clamped to [min, max] it is med()'s value
+// for every input (c >= max gives at most min, c <= min at least max); the decoder's and the cost
+// estimate's form (fewer branches than med()'s three-way test).
+inline std::int32_t med_clamped(std::int32_t a, std::int32_t b, std::int32_t c) {
+  const std::int64_t lo = std::min(a, b), hi = std::max(a, b);
+  return std::int32_t(std::clamp(std::int64_t(a) + b - c, lo, hi));
+}
+
 // Prediction of element i from already known elements of `p` (original values on both sides).
 inline std::int32_t predict(PlaneTransform t, const std::int32_t* p, std::size_t i, std::size_t x, std::size_t width) {
   if (i == 0) return 0;
@@ -73,14 +81,10 @@ void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> pl
     }
     return;
   }
-  // med() without branches: in 64 bits a + b - c cannot wrap, and clamped to [min, max] it is
-  // med()'s value for every input (c >= max gives at most min, c <= min at least max).
-  const auto med_clamped = [](std::int32_t a, std::int32_t b, std::int32_t c) {
-    const std::int64_t lo = std::min(a, b), hi = std::max(a, b);
-    return std::int32_t(std::clamp(std::int64_t(a) + b - c, lo, hi));
-  };
+  // A lambda, not the function's address: median_rows inlines it.
+  const auto median = [](std::int32_t a, std::int32_t b, std::int32_t c) { return med_clamped(a, b, c); };
   const auto rec = [](std::int32_t prediction, std::int32_t v) { return wrap_add(v, prediction); };
-  median_rows<std::int32_t>(p, p, width, y_begin, y_end, med_clamped, rec);
+  median_rows<std::int32_t>(p, p, width, y_begin, y_end, median, rec);
 }
 
 namespace {
@@ -141,10 +145,6 @@ TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_
     cost[0][parity].add(v);
     cost[1][parity].add(wrap_sub(v, left));
     cost[2][parity].add(wrap_sub(v, median));
-  };
-  const auto med_clamped = [](std::int32_t a, std::int32_t b, std::int32_t c) {  // med(), without branches
-    const std::int64_t lo = std::min(a, b), hi = std::max(a, b);
-    return std::int32_t(std::clamp(std::int64_t(a) + b - c, lo, hi));
   };
   for (std::size_t y = 0; y < height; y += row_step) {
     const std::int32_t* row = plane.data() + y * width;
