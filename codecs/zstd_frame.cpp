@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -42,6 +43,34 @@ std::vector<std::uint8_t> compress_zstd_frame(std::span<const std::uint8_t> byte
   if (ZSTD_isError(n)) throw std::runtime_error(std::string("zstd: ") + ZSTD_getErrorName(n));
   packed.resize(n);
   return packed;
+}
+
+std::size_t zstd_size_within(std::span<const std::uint8_t> bytes, int level, std::size_t limit) {
+  ZSTD_CCtx* cctx = thread_cctx();
+  ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+  ZSTD_CCtx_setPledgedSrcSize(cctx, bytes.size());  // the same parameters as the one-shot call
+  std::vector<std::uint8_t> scratch(ZSTD_CStreamOutSize());
+  constexpr std::size_t kPiece = 1 << 17;
+  std::size_t produced = 0;
+  for (std::size_t pos = 0;;) {
+    const std::size_t end = std::min(bytes.size(), pos + kPiece);
+    const ZSTD_EndDirective mode = end == bytes.size() ? ZSTD_e_end : ZSTD_e_continue;
+    ZSTD_inBuffer in{bytes.data(), end, pos};
+    std::size_t left = 0;
+    do {
+      ZSTD_outBuffer out{scratch.data(), scratch.size(), 0};
+      left = ZSTD_compressStream2(cctx, &out, &in, mode);
+      if (ZSTD_isError(left)) throw std::runtime_error(std::string("zstd: ") + ZSTD_getErrorName(left));
+      produced += out.pos;
+      if (produced > limit) {
+        ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
+        return SIZE_MAX;
+      }
+    } while (mode == ZSTD_e_end ? left != 0 : in.pos < in.size);
+    pos = end;
+    if (mode == ZSTD_e_end) return produced;
+  }
 }
 
 std::vector<std::uint8_t> decompress_zstd_frame(std::span<const std::uint8_t> frame, std::size_t min_size,

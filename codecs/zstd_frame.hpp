@@ -17,6 +17,11 @@ std::vector<std::uint8_t> decompress_zstd_frame(std::span<const std::uint8_t> fr
 // a fresh one per call costs its tables' allocation and zeroing (at level 9, several MB) every time.
 std::vector<std::uint8_t> compress_zstd_frame(std::span<const std::uint8_t> bytes, int level);
 
+// The size of compress_zstd_frame(bytes, level), or SIZE_MAX as soon as the output passes `limit`:
+// streamed, its output counted and dropped, so that a hopeless candidate costs only the bytes read
+// until it is known to lose.
+std::size_t zstd_size_within(std::span<const std::uint8_t> bytes, int level, std::size_t limit);
+
 // The same frame streamed: its bytes a buffer at a time, so that a large payload never sits in
 // memory whole. The checks of decompress_zstd_frame run in the constructor and in read().
 class ZstdFrameReader {

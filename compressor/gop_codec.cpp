@@ -7,7 +7,9 @@
 #include "codecs/forecast_blocks.hpp"
 #include "codecs/interval_quantizer.hpp"
 #include "codecs/linear_quantizer.hpp"
+#include "codecs/pixel_frames.hpp"
 #include "codecs/plane_transform.hpp"
+#include "codecs/zstd_frame.hpp"
 #include "format/byte_io.hpp"
 
 namespace tezip {
@@ -30,6 +32,10 @@ constexpr std::uint8_t kChannelDeltaFlag = 0x20;
 // displaced by coded block motion (codecs/block_motion.hpp); its vectors are in the motion stream.
 constexpr std::uint8_t kMotionFlag = 0x40;
 constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag | kMotionFlag;
+// The first byte of a pixel chunk (codecs/pixel_frames.hpp), where a predictive chunk has its
+// version (2-4): the GOP's frames as they are (bounded modes: snapped to bins within each plane's
+// tolerance), in one zstd frame. Older readers refuse it as an unknown chunk version.
+constexpr std::uint8_t kPixelChunk = 0x80;
 
 // Leaves new elements uninitialized: the decoder's symbol buffer (4 bytes per pixel of a GOP) is
 // written in full by the entropy decoder, and zeroing it first cost 2% of decoding.
@@ -843,10 +849,50 @@ GopFrames window(const GopFrames& frames, std::size_t t0, std::size_t n) {
   return GopFrames(frames.begin() + std::ptrdiff_t(t0), frames.begin() + std::ptrdiff_t(std::min(frames.size(), t0 + n)));
 }
 
-}  // namespace
+// Replaces `coded` by the GOP's pixel chunk where that is smaller: a measured choice. The pixels
+// are first compressed by zstd's fast level -3, streamed, and given up as soon as they pass twice
+// the predictive chunk: level 19 was 1.64x smaller than level -3 on Moving MNIST (docs/defaults.md,
+// "Pixel chunks"), so a GOP that passes may win; one that stops cannot come near. On camera and
+// video frames, where the pixels lose by far, the trial reads a part of the GOP at about 600 MB/s;
+// only a candidate compresses at the real level.
+void try_pixel_chunk(const FrameShape& shape, const GopFrames& frames, const CodingSettings& settings, EncodedGop& coded) {
+  constexpr int kTrialLevel = -3;
+  const std::size_t plane_size = std::size_t(shape.width) * shape.height;
+  std::vector<std::uint8_t> packed;
+  packed.reserve(frames.size() * shape.size() * (shape.max_value <= 255 ? 1 : 2));
+  std::vector<std::uint16_t> snapped;
+  for (const auto& frame : frames)
+    for (std::size_t c = 0; c < shape.channels; ++c) {
+      const std::span<const std::uint16_t> plane(frame.data() + c * plane_size, plane_size);
+      const std::uint32_t tolerance = plane_tolerance(settings, plane, shape.max_value);
+      if (tolerance == 0) {
+        codecs::pack_samples(plane, shape.max_value, packed);
+      } else {
+        snapped.assign(plane.begin(), plane.end());
+        codecs::snap_to_bins(snapped, tolerance, shape.max_value);
+        codecs::pack_samples(snapped, shape.max_value, packed);
+      }
+    }
+  if (codecs::zstd_size_within(packed, kTrialLevel, 2 * coded.bytes.size()) == SIZE_MAX) return;
+  const auto payload = codecs::compress_zstd_frame(packed, std::max(settings.zstd_level, settings.zstd_win_level));
+  ByteWriter out;
+  out.u8(kPixelChunk);
+  out.varint(frames.size());
+  out.blob(payload);
+  if (out.bytes().size() >= coded.bytes.size()) return;
+  coded.bytes = std::move(out.bytes());
+  const std::size_t frame_bytes = packed.size() / frames.size();
+  for (std::size_t t = 0; t < frames.size(); ++t)
+    codecs::unpack_samples(std::span<const std::uint8_t>(packed).subspan(t * frame_bytes, frame_bytes), shape.max_value,
+                           coded.reconstruction[t]);
+  coded.stats = ChunkStats{};
+  coded.stats.symbol_bytes = payload.size();
+  coded.stats.coder = codecs::EntropyCoderKind::Zstd;
+  coded.stats.pixels = true;
+}
 
-std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape& shape,
-                                    std::span<const GopFrames* const> gops, const CodingSettings& settings) {
+std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const FrameShape& shape,
+                                         std::span<const GopFrames* const> gops, const CodingSettings& settings) {
   const auto choices = predictor.choices();
   if (choices.empty()) return encode_with(predictor, 0, shape, gops, settings);
   if (settings.whole_gop_trials) {
@@ -895,10 +941,27 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   return encoded;
 }
 
-std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape& shape,
-                                   std::span<const std::span<const std::uint8_t>> chunks,
-                                   std::span<const std::size_t> frame_counts, const CodingSettings& settings) {
-  if (chunks.size() != frame_counts.size()) throw std::invalid_argument("chunk and frame count lists differ");
+bool is_pixel_chunk(std::span<const std::uint8_t> chunk) { return !chunk.empty() && chunk[0] == kPixelChunk; }
+
+GopFrames decode_pixel_chunk(const FrameShape& shape, std::span<const std::uint8_t> chunk, std::size_t frame_count) {
+  ByteReader in(chunk, "chunk");
+  in.u8();
+  const std::size_t count = in.varint();
+  if (count != frame_count || count == 0) in.fail("frame count differs from the index");
+  const std::size_t bytes = count * shape.size() * (shape.max_value <= 255 ? 1 : 2);
+  const auto packed = codecs::decompress_zstd_frame(in.blob(), bytes, bytes, "pixel chunk");
+  in.expect_end();
+  GopFrames frames(count, std::vector<std::uint16_t>(shape.size()));
+  for (std::size_t t = 0; t < count; ++t) {
+    const std::size_t width = packed.size() / count;
+    codecs::unpack_samples(std::span<const std::uint8_t>(packed).subspan(t * width, width), shape.max_value, frames[t]);
+  }
+  return frames;
+}
+
+std::vector<GopFrames> decode_predicted(const Predictor& predictor, const FrameShape& shape,
+                                        std::span<const std::span<const std::uint8_t>> chunks,
+                                        std::span<const std::size_t> frame_counts, const CodingSettings& settings) {
   const auto choices = predictor.choices();
   std::vector<std::uint8_t> chosen(chunks.size());
   for (std::size_t g = 0; g < chunks.size(); ++g) {
@@ -915,6 +978,38 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
       if (chosen[g] == k) subset.push_back(chunks[g]), counts.push_back(frame_counts[g]), where.push_back(g);
     if (subset.empty()) continue;
     auto decoded = decode_with(*choices[k - 1], shape, subset, counts, settings);
+    for (std::size_t i = 0; i < where.size(); ++i) frames[where[i]] = std::move(decoded[i]);
+  }
+  return frames;
+}
+
+}  // namespace
+
+std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape& shape,
+                                    std::span<const GopFrames* const> gops, const CodingSettings& settings) {
+  auto encoded = encode_predicted(predictor, shape, gops, settings);
+  if (settings.pixel_chunks)
+    for (std::size_t g = 0; g < gops.size(); ++g) try_pixel_chunk(shape, *gops[g], settings, encoded[g]);
+  return encoded;
+}
+
+std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape& shape,
+                                   std::span<const std::span<const std::uint8_t>> chunks,
+                                   std::span<const std::size_t> frame_counts, const CodingSettings& settings) {
+  if (chunks.size() != frame_counts.size()) throw std::invalid_argument("chunk and frame count lists differ");
+  std::vector<std::span<const std::uint8_t>> predicted;
+  std::vector<std::size_t> counts, where;
+  std::vector<GopFrames> frames(chunks.size());
+  for (std::size_t g = 0; g < chunks.size(); ++g) {
+    if (is_pixel_chunk(chunks[g])) {
+      frames[g] = decode_pixel_chunk(shape, chunks[g], frame_counts[g]);
+    } else {
+      predicted.push_back(chunks[g]), counts.push_back(frame_counts[g]), where.push_back(g);
+    }
+  }
+  if (where.size() == chunks.size()) return decode_predicted(predictor, shape, chunks, frame_counts, settings);
+  if (!where.empty()) {
+    auto decoded = decode_predicted(predictor, shape, predicted, counts, settings);
     for (std::size_t i = 0; i < where.size(); ++i) frames[where[i]] = std::move(decoded[i]);
   }
   return frames;

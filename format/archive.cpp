@@ -26,6 +26,8 @@ namespace {
 constexpr char kMagic[8] = {'T', 'E', 'Z', 'I', 'P', '\r', '\n', '\x1a'};
 constexpr char kFooterMagic[8] = {'T', 'Z', 'P', 'I', 'N', 'D', 'E', 'X'};
 constexpr std::uint64_t kHeaderSize = 16;
+// In the statistics' coder byte of a chunk entry: the chunk is a pixel chunk (docs/format.md).
+constexpr std::uint8_t kPixelChunkBit = 0x80;
 constexpr std::uint64_t kFooterSize = 32;
 
 std::string errno_text() { return std::strerror(errno); }
@@ -214,7 +216,7 @@ std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index, std::uint32
     out.varint(c.stats.run_bytes);
     out.varint(c.stats.literal_bytes);
     out.varint(c.stats.literal_count);
-    out.u8(std::uint8_t(c.stats.coder));
+    out.u8(std::uint8_t(c.stats.coder) | (c.stats.pixels ? kPixelChunkBit : 0));
   }
   return std::move(out.bytes());
 }
@@ -289,8 +291,9 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
     c.stats.literal_bytes = in.varint();
     c.stats.literal_count = in.varint();
     const std::uint8_t coder = in.u8();
-    if (!codecs::is_entropy_coder(coder)) in.fail("unknown entropy coder");
-    c.stats.coder = codecs::EntropyCoderKind(coder);
+    if (!codecs::is_entropy_coder(coder & ~kPixelChunkBit)) in.fail("unknown entropy coder");
+    c.stats.coder = codecs::EntropyCoderKind(coder & ~kPixelChunkBit);
+    c.stats.pixels = coder & kPixelChunkBit;
     // Chunks tile the sequences in order, and the file's chunk area in order.
     while (expected_sequence < index.sequences.size() && expected_frame == index.sequences[expected_sequence].frames.size()) {
       ++expected_sequence;

@@ -31,6 +31,9 @@ struct CodingSettings {
   // Encoder only: a predictor with choices (auto) codes every GOP whole with each choice and keeps
   // the smallest, instead of measuring two 3-frame windows (--profile max).
   bool whole_gop_trials = false;
+  // Encoder only: a GOP's pixels through zstd (a pixel chunk, codecs/pixel_frames.hpp) where that
+  // is smaller than its predictive chunk.
+  bool pixel_chunks = true;
 };
 
 // Per-chunk statistics kept in the archive index for `tezip info`.
@@ -40,6 +43,7 @@ struct ChunkStats {
   std::uint64_t literal_bytes = 0;  // PwRel escapes
   std::uint64_t literal_count = 0;
   codecs::EntropyCoderKind coder = codecs::EntropyCoderKind::Zstd;
+  bool pixels = false;  // a pixel chunk: the frames as they are, through `coder`
 };
 
 }  // namespace tezip

@@ -1,0 +1,25 @@
+#pragma once
+// A GOP's pixels as they are, through zstd: the chunk mode for frames that are mostly exact
+// repeats, moved copies or zeros (Moving MNIST, masks, sparse detector frames). There an LZ coder's
+// matches at the distance of one frame, give or take the motion, remove far more than a forecast
+// residual does, whose median transform and rank mapping break the repeats up (measured on Moving
+// MNIST: zstd -19 on each 20-frame sequence's pixels 91.4, tezip's predictive chunks 51.7).
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tezip::codecs {
+
+// Moves every value of `plane` to the centre of its bin of width 2 tolerance + 1 (the centres are
+// the multiples of the width, so 0 stays 0: an empty background stays empty), clamped to max_value: each value moves by at most `tolerance`, and equal
+// neighbourhoods become exact repeats for the LZ coder. tolerance 0 leaves the plane as it is.
+void snap_to_bins(std::span<std::uint16_t> plane, std::uint32_t tolerance, std::uint32_t max_value);
+
+// Appends the samples to `out` as bytes: one each when max_value <= 255, else two, little-endian.
+void pack_samples(std::span<const std::uint16_t> samples, std::uint32_t max_value, std::vector<std::uint8_t>& out);
+// The inverse of pack_samples into `out` (whose size gives the count). Throws CodecError when the
+// byte count does not match or a sample exceeds max_value.
+void unpack_samples(std::span<const std::uint8_t> bytes, std::uint32_t max_value, std::span<std::uint16_t> out);
+
+}  // namespace tezip::codecs

@@ -1,0 +1,240 @@
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "codecs/codec_error.hpp"
+#include "codecs/pixel_frames.hpp"
+#include "codecs/zstd_frame.hpp"
+#include "compressor/gop_codec.hpp"
+#include "format/archive.hpp"
+#include "format/errors.hpp"
+#include "predictor/predictor.hpp"
+
+using namespace tezip;
+using namespace tezip::codecs;
+
+namespace {
+
+// Moving MNIST in miniature: two textured sprites on an exact zero background, each moved by its
+// own whole-pixel vector every frame and combined by max where they overlap. An LZ coder finds
+// each frame in the one before it; a forecast residual does not keep such repeats.
+GopFrames sprite_frames(const FrameShape& shape, std::size_t frames, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::uint32_t size = std::min(shape.width, shape.height) / 3;
+  std::vector<std::vector<std::uint16_t>> sprites(2, std::vector<std::uint16_t>(std::size_t(size) * size));
+  for (auto& s : sprites)
+    for (auto& v : s) v = rng() % 3 == 0 ? 0 : std::uint16_t(shape.max_value / 2 + rng() % (shape.max_value / 2 + 1));
+  const int dx[2] = {1, -2}, dy[2] = {2, 1};
+  GopFrames out;
+  for (std::size_t t = 0; t < frames; ++t) {
+    std::vector<std::uint16_t> f(shape.size(), 0);
+    for (int k = 0; k < 2; ++k) {
+      const int x0 = int(shape.width - size) / 2 + dx[k] * int(t), y0 = int(shape.height - size) / 2 + dy[k] * int(t) - 3 * k;
+      for (std::uint32_t c = 0; c < shape.channels; ++c)
+        for (std::uint32_t y = 0; y < size; ++y)
+          for (std::uint32_t x = 0; x < size; ++x) {
+            const int px = x0 + int(x), py = y0 + int(y);
+            if (px < 0 || py < 0 || px >= int(shape.width) || py >= int(shape.height)) continue;
+            auto& p = f[(std::size_t(c) * shape.height + std::size_t(py)) * shape.width + std::size_t(px)];
+            p = std::max(p, sprites[k][std::size_t(y) * size + x]);
+          }
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+// Camera-like frames: a gradient with sensor noise everywhere, no exact repeats.
+GopFrames noisy_frames(const FrameShape& shape, std::size_t frames, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> noise(0, shape.max_value / 100.0);
+  GopFrames out;
+  for (std::size_t t = 0; t < frames; ++t) {
+    std::vector<std::uint16_t> f(shape.size());
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      const double v = shape.max_value * (0.3 + 0.4 * double(i % shape.width) / shape.width) + noise(rng);
+      f[i] = std::uint16_t(std::clamp(v, 0.0, double(shape.max_value)));
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+bool is_pixel_chunk(const EncodedGop& e) { return e.stats.pixels && !e.bytes.empty() && e.bytes[0] == 0x80; }
+
+}  // namespace
+
+TEST_CASE("snapping to bins moves every value by at most the tolerance and keeps zeros", "[pixels]") {
+  for (const std::uint32_t max : {255u, 65535u, 1000u}) {
+    std::vector<std::uint16_t> all(max + 1);
+    for (std::uint32_t v = 0; v <= max; ++v) all[v] = std::uint16_t(v);
+    for (const std::uint32_t tolerance : {0u, 1u, 2u, 7u, 300u}) {
+      auto snapped = all;
+      snap_to_bins(snapped, tolerance, max);
+      std::size_t distinct = 1;
+      for (std::uint32_t v = 0; v <= max; ++v) {
+        INFO("max " << max << " tolerance " << tolerance << " value " << v << " -> " << snapped[v]);
+        REQUIRE(snapped[v] <= max);
+        REQUIRE(std::abs(int(snapped[v]) - int(v)) <= int(tolerance));
+        if (v > 0 && snapped[v] != snapped[v - 1]) ++distinct;
+      }
+      if (tolerance == 0) CHECK(snapped == all);
+      // Bins of 2 tolerance + 1 values centred on its multiples: one distinct value per bin.
+      CHECK(distinct == (max + tolerance) / (2 * tolerance + 1) + 1);
+      CHECK(snapped[0] == 0);  // an empty background stays empty
+      CHECK(snapped[tolerance <= max ? tolerance : max] == 0);
+    }
+  }
+}
+
+TEST_CASE("samples pack into one or two bytes and unpack checked", "[pixels]") {
+  std::mt19937 rng(3);
+  for (const std::uint32_t max : {255u, 4095u, 65535u}) {
+    std::vector<std::uint16_t> samples(1000);
+    for (auto& s : samples) s = std::uint16_t(rng() % (max + 1));
+    std::vector<std::uint8_t> packed{42};  // appended after what is there
+    pack_samples(samples, max, packed);
+    CHECK(packed[0] == 42);
+    packed.erase(packed.begin());
+    CHECK(packed.size() == samples.size() * (max <= 255 ? 1 : 2));
+    std::vector<std::uint16_t> back(samples.size());
+    unpack_samples(packed, max, back);
+    CHECK(back == samples);
+    std::vector<std::uint16_t> short_out(samples.size() - 1);
+    CHECK_THROWS_AS(unpack_samples(packed, max, short_out), CodecError);
+  }
+  std::vector<std::uint16_t> out(2);
+  const std::uint8_t big[] = {0xff, 0x0f, 0x00, 0x10};  // 4095, then 4096 in a 12-bit range
+  CHECK_THROWS_AS(unpack_samples(big, 4095, out), CodecError);
+}
+
+TEST_CASE("the bounded zstd size is the real size, or gives up past the limit", "[pixels][zstd]") {
+  std::mt19937 rng(5);
+  std::vector<std::uint8_t> bytes(600000);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = i % 1000 < 500 ? std::uint8_t(rng()) : std::uint8_t(i / 1000);
+  for (const int level : {-3, 1, 3, 9}) {
+    const std::size_t real = compress_zstd_frame(bytes, level).size();
+    const std::size_t streamed = zstd_size_within(bytes, level, SIZE_MAX - 1);
+    INFO("level " << level << ": one-shot " << real << ", streamed " << streamed);
+    // Streamed in pieces the frame is cut into blocks differently: within a percent.
+    CHECK(std::abs(double(streamed) - double(real)) <= 0.01 * double(real));
+    CHECK(zstd_size_within(bytes, level, real / 2) == SIZE_MAX);
+    CHECK(zstd_size_within(bytes, level, streamed) == streamed);
+  }
+  CHECK(zstd_size_within({}, 1, 100) < 100);
+}
+
+TEST_CASE("sparse moving sprites become pixel chunks, round trip, and hold every bound", "[pixels][gop]") {
+  const auto predictor = make_classical_predictor("previous");
+  for (const auto shape : {FrameShape{64, 64, 1, 255}, FrameShape{48, 40, 3, 255}, FrameShape{64, 48, 1, 65535}}) {
+    const auto frames = sprite_frames(shape, 12, 11);
+    for (const auto& bound : {ErrorBound{BoundMode::Lossless, 0, 0}, ErrorBound{BoundMode::Abs, 2, 0},
+                              ErrorBound{BoundMode::Rel, 0, 0.01}, ErrorBound{BoundMode::PwRel, 0, 0.05}}) {
+      INFO(shape.width << "x" << shape.height << "x" << shape.channels << " max " << shape.max_value << " "
+                       << codecs::describe(bound));
+      CodingSettings settings;
+      settings.bound = bound;
+      const GopFrames* gops[] = {&frames};
+      const auto encoded = encode_gops(*predictor, shape, gops, settings);
+      // pwrel keeps pixels exact in the pixel chunk (no uniform bin): on 16-bit sprites its wide
+      // relative bins code smaller predictively, and that is what is kept.
+      const bool exact_pixels = bound.mode == BoundMode::PwRel;
+      if (!exact_pixels || shape.max_value == 255) REQUIRE(is_pixel_chunk(encoded[0]));
+      CodingSettings predictive = settings;
+      predictive.pixel_chunks = false;
+      const auto without = encode_gops(*predictor, shape, gops, predictive);
+      CHECK(!without[0].stats.pixels);
+      if (encoded[0].stats.pixels) {
+        CHECK(encoded[0].bytes.size() < without[0].bytes.size());  // kept because it is smaller
+      } else {
+        CHECK(encoded[0].bytes == without[0].bytes);
+      }
+
+      const std::span<const std::uint8_t> chunks[] = {encoded[0].bytes};
+      const std::size_t counts[] = {frames.size()};
+      const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
+      REQUIRE(decoded[0] == encoded[0].reconstruction);
+      if (bound.mode == BoundMode::Lossless) CHECK(decoded[0] == frames);
+      const std::size_t plane = std::size_t(shape.width) * shape.height;
+      for (std::size_t t = 0; t < frames.size(); ++t)
+        for (std::uint32_t c = 0; c < shape.channels; ++c) {
+          const auto* x = frames[t].data() + c * plane;
+          const auto* y = decoded[0][t].data() + c * plane;
+          const auto [lo, hi] = std::minmax_element(x, x + plane);
+          for (std::size_t p = 0; p < plane; ++p)
+            if (!bound.allows(x[p], y[p], *lo, *hi)) FAIL("frame " << t << " pixel " << p << ": " << x[p] << " -> " << y[p]);
+        }
+    }
+  }
+}
+
+TEST_CASE("noisy frames keep their predictive chunks, and mixed batches decode in order", "[pixels][gop]") {
+  const FrameShape shape{64, 48, 1, 255};
+  const auto noisy = noisy_frames(shape, 6, 2), sparse = sprite_frames(shape, 6, 3), noisy2 = noisy_frames(shape, 4, 4);
+  const auto predictor = make_classical_predictor("auto");
+  CodingSettings settings;
+  const GopFrames* gops[] = {&noisy, &sparse, &noisy2};
+  const auto encoded = encode_gops(*predictor, shape, gops, settings);
+  CHECK(!encoded[0].stats.pixels);
+  CHECK(is_pixel_chunk(encoded[1]));
+  CHECK(!encoded[2].stats.pixels);
+  std::vector<std::span<const std::uint8_t>> chunks;
+  for (const auto& e : encoded) chunks.emplace_back(e.bytes);
+  const std::size_t counts[] = {noisy.size(), sparse.size(), noisy2.size()};
+  const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
+  CHECK(decoded[0] == noisy);
+  CHECK(decoded[1] == sparse);
+  CHECK(decoded[2] == noisy2);
+}
+
+TEST_CASE("damaged pixel chunks are refused with a clear error", "[pixels][gop]") {
+  const FrameShape shape{64, 64, 1, 255};
+  const auto frames = sprite_frames(shape, 8, 5);
+  const auto predictor = make_classical_predictor("previous");
+  CodingSettings settings;
+  const GopFrames* gops[] = {&frames};
+  const auto encoded = encode_gops(*predictor, shape, gops, settings);
+  REQUIRE(is_pixel_chunk(encoded[0]));
+  const auto& bytes = encoded[0].bytes;
+  const auto decode = [&](std::span<const std::uint8_t> chunk, std::size_t count, const FrameShape& as) {
+    const std::span<const std::uint8_t> chunks[] = {chunk};
+    const std::size_t counts[] = {count};
+    return decode_gops(*predictor, as, chunks, counts, settings);
+  };
+  CHECK_THROWS_AS(decode(bytes, frames.size() - 1, shape), DataError);             // count differs from the index
+  CHECK_THROWS_AS(decode(std::span(bytes).first(bytes.size() - 3), frames.size(), shape), DataError);  // truncated
+  CHECK_THROWS_AS(decode(std::span(bytes).first(1), frames.size(), shape), DataError);
+  CHECK_THROWS_AS(decode(bytes, frames.size(), FrameShape{64, 32, 1, 255}), CodecError);  // other frames' size
+  auto appended = bytes;
+  appended.push_back(0);
+  CHECK_THROWS_AS(decode(appended, frames.size(), shape), DataError);
+  // 8-bit samples read as a 12-bit plane's: two bytes a sample, so the size is wrong.
+  CHECK_THROWS_AS(decode(bytes, frames.size(), FrameShape{64, 64, 1, 4095}), CodecError);
+}
+
+TEST_CASE("the index records pixel chunks beside their coder", "[pixels][archive]") {
+  ArchiveIndex index;
+  SequenceEntry sequence;
+  sequence.geometry = Geometry{8, 8, 1, PixelType::U8};
+  sequence.frames.resize(2);
+  sequence.frames[0].name = "a.png", sequence.frames[1].name = "b.png";
+  sequence.frames[0].format = sequence.frames[1].format = "png";
+  index.sequences.push_back(sequence);
+  for (int k = 0; k < 2; ++k) {
+    ChunkEntry c;
+    c.first_frame = std::uint64_t(k);
+    c.frame_count = 1;
+    c.offset = 16 + 10 * std::uint64_t(k);
+    c.size = 10;
+    c.stats.coder = k == 0 ? EntropyCoderKind::Zstd : EntropyCoderKind::Rans;
+    c.stats.pixels = k == 0;
+    index.chunks.push_back(c);
+  }
+  const auto body = serialize_index(index);
+  const auto back = parse_index(body, 36, ArchiveLimits{});
+  REQUIRE(back.chunks.size() == 2);
+  CHECK(back.chunks[0].stats.pixels);
+  CHECK(back.chunks[0].stats.coder == EntropyCoderKind::Zstd);
+  CHECK(!back.chunks[1].stats.pixels);
+  CHECK(back.chunks[1].stats.coder == EntropyCoderKind::Rans);
+}
