@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "codecs/codec_error.hpp"
+#include "codecs/error_bound.hpp"
 
 namespace tezip::codecs {
 
@@ -15,6 +16,17 @@ void snap_to_bins(std::span<std::uint16_t> plane, std::uint32_t tolerance, std::
     const std::uint32_t centre = (v + tolerance) / width * width;
     v = std::uint16_t(std::min(centre, max_value));
   }
+}
+
+std::vector<std::uint16_t> pointwise_bins(double rel, std::uint32_t max_value) {
+  std::vector<std::uint16_t> bins(std::size_t(max_value) + 1);
+  for (std::uint32_t v = 0; v <= max_value;) {
+    const std::uint32_t r = std::min(max_value, v + pointwise_tolerance(rel, v));
+    std::uint32_t x = v;
+    while (x <= max_value && (x <= r || x - r <= pointwise_tolerance(rel, x))) bins[x++] = std::uint16_t(r);
+    v = x;
+  }
+  return bins;
 }
 
 void pack_samples(std::span<const std::uint16_t> samples, std::uint32_t max_value, std::vector<std::uint8_t>& out) {

@@ -16,6 +16,13 @@ namespace tezip::codecs {
 // neighbourhoods become exact repeats for the LZ coder. tolerance 0 leaves the plane as it is.
 void snap_to_bins(std::span<std::uint16_t> plane, std::uint32_t tolerance, std::uint32_t max_value);
 
+// PwRel's bins: for every value x in [0, max_value] the value it is stored as, within
+// pointwise_tolerance(rel, x) of it (codecs/error_bound.hpp), so that runs of neighbouring values
+// share one (0 stays 0). Greedy from 0 up: a bin starting at v takes the largest representative r
+// that v allows (r - v <= tol(v), and tol never falls, so every x in [v, r] allows it too), then
+// every larger x with x - r <= tol(x). Non-decreasing.
+std::vector<std::uint16_t> pointwise_bins(double rel, std::uint32_t max_value);
+
 // Appends the samples to `out` as bytes: one each when max_value <= 255, else two, little-endian.
 void pack_samples(std::span<const std::uint16_t> samples, std::uint32_t max_value, std::vector<std::uint8_t>& out);
 // The inverse of pack_samples into `out` (whose size gives the count). Throws CodecError when the

@@ -861,11 +861,17 @@ void try_pixel_chunk(const FrameShape& shape, const GopFrames& frames, const Cod
   std::vector<std::uint8_t> packed;
   packed.reserve(frames.size() * shape.size() * (shape.max_value <= 255 ? 1 : 2));
   std::vector<std::uint16_t> snapped;
+  const auto pointwise = settings.bound.pointwise() ? codecs::pointwise_bins(settings.bound.rel, shape.max_value)
+                                                    : std::vector<std::uint16_t>();
   for (const auto& frame : frames)
     for (std::size_t c = 0; c < shape.channels; ++c) {
       const std::span<const std::uint16_t> plane(frame.data() + c * plane_size, plane_size);
       const std::uint32_t tolerance = plane_tolerance(settings, plane, shape.max_value);
-      if (tolerance == 0) {
+      if (!pointwise.empty()) {
+        snapped.resize(plane_size);
+        std::transform(plane.begin(), plane.end(), snapped.begin(), [&](std::uint16_t v) { return pointwise[v]; });
+        codecs::pack_samples(snapped, shape.max_value, packed);
+      } else if (tolerance == 0) {
         codecs::pack_samples(plane, shape.max_value, packed);
       } else {
         snapped.assign(plane.begin(), plane.end());

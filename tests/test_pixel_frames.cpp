@@ -3,6 +3,7 @@
 #include <random>
 
 #include "codecs/codec_error.hpp"
+#include "codecs/error_bound.hpp"
 #include "codecs/pixel_frames.hpp"
 #include "codecs/zstd_frame.hpp"
 #include "compressor/gop_codec.hpp"
@@ -87,6 +88,29 @@ TEST_CASE("snapping to bins moves every value by at most the tolerance and keeps
   }
 }
 
+TEST_CASE("pwrel bins keep every value within its own tolerance, and zero exact", "[pixels]") {
+  for (const std::uint32_t max : {255u, 65535u}) {
+    for (const double rel : {0.0, 0.001, 0.05, 0.37, 1.0, 3.0}) {
+      const auto bins = pointwise_bins(rel, max);
+      REQUIRE(bins.size() == max + 1);
+      CHECK(bins[0] == 0);
+      std::size_t distinct = 1;
+      for (std::uint32_t x = 0; x <= max; ++x) {
+        INFO("max " << max << " rel " << rel << " x " << x << " -> " << bins[x]);
+        REQUIRE(bins[x] <= max);
+        REQUIRE(std::uint32_t(std::abs(int(bins[x]) - int(x))) <= pointwise_tolerance(rel, x));
+        if (x > 0) {
+          REQUIRE(bins[x] >= bins[x - 1]);
+          distinct += bins[x] != bins[x - 1];
+        }
+      }
+      if (rel == 0) CHECK(distinct == max + 1);               // exact
+      if (rel == 0.05 && max == 255) CHECK(distinct < 100);    // about log(255) / log(1.1) bins above the small values
+      if (rel >= 1) CHECK(distinct == 1);                      // 0 is within rel x of every x
+    }
+  }
+}
+
 TEST_CASE("samples pack into one or two bytes and unpack checked", "[pixels]") {
   std::mt19937 rng(3);
   for (const std::uint32_t max : {255u, 4095u, 65535u}) {
@@ -136,10 +160,9 @@ TEST_CASE("sparse moving sprites become pixel chunks, round trip, and hold every
       settings.bound = bound;
       const GopFrames* gops[] = {&frames};
       const auto encoded = encode_gops(*predictor, shape, gops, settings);
-      // pwrel keeps pixels exact in the pixel chunk (no uniform bin): on 16-bit sprites its wide
-      // relative bins code smaller predictively, and that is what is kept.
-      const bool exact_pixels = bound.mode == BoundMode::PwRel;
-      if (!exact_pixels || shape.max_value == 255) REQUIRE(is_pixel_chunk(encoded[0]));
+      // Random 16-bit sprite values under pwrel: the predictive chunk's wide relative bins code
+      // smaller, and that is what is kept.
+      if (bound.mode != BoundMode::PwRel || shape.max_value == 255) REQUIRE(is_pixel_chunk(encoded[0]));
       CodingSettings predictive = settings;
       predictive.pixel_chunks = false;
       const auto without = encode_gops(*predictor, shape, gops, predictive);
