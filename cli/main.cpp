@@ -582,7 +582,7 @@ int run_info(int argc, char** argv) {
   std::string counts;
   for (const auto kind : codecs::entropy_coders())
     counts += (counts.empty() ? "" : ", ") + std::to_string(coders[kind]) + " " + codecs::coder_name(kind);
-  counts += ", " + std::to_string(pixel_chunks) + " pixels (zstd)";
+  counts += ", " + std::to_string(pixel_chunks) + " pixels";
   std::printf("chunks:     %s\n", counts.c_str());
   std::printf("  %5s %-20s %7s %10s %8s %10s %9s %8s\n", "chunk", "sequence", "frames", "bytes", "ratio", "symbols", "runs", "coder");
   for (std::size_t i = 0; i < index.chunks.size(); ++i) {
@@ -596,7 +596,7 @@ int run_info(int argc, char** argv) {
     std::printf("  %5zu %-20s %3llu-%-3llu %10llu %8.3f %10llu %9llu %8s\n", i, q.name.empty() ? "." : q.name.c_str(),
                 (unsigned long long)c.first_frame, (unsigned long long)(c.first_frame + c.frame_count - 1),
                 (unsigned long long)c.size, raw / double(c.size), (unsigned long long)c.stats.symbol_bytes,
-                (unsigned long long)c.stats.run_bytes, c.stats.pixels ? "pixels" : codecs::coder_name(c.stats.coder));
+                (unsigned long long)c.stats.run_bytes, (c.stats.pixels ? std::string("pixels/") : std::string()).append(codecs::coder_name(c.stats.coder)).c_str());
   }
   return kOk;
 }

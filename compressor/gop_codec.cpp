@@ -7,6 +7,7 @@
 #include "codecs/forecast_blocks.hpp"
 #include "codecs/interval_quantizer.hpp"
 #include "codecs/linear_quantizer.hpp"
+#include "codecs/lzma_frame.hpp"
 #include "codecs/pixel_frames.hpp"
 #include "codecs/plane_transform.hpp"
 #include "codecs/zstd_frame.hpp"
@@ -34,7 +35,7 @@ constexpr std::uint8_t kMotionFlag = 0x40;
 constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag | kMotionFlag;
 // The first byte of a pixel chunk (codecs/pixel_frames.hpp), where a predictive chunk has its
 // version (2-4): the GOP's frames as they are (bounded modes: snapped to bins within each plane's
-// tolerance), in one zstd frame. Older readers refuse it as an unknown chunk version.
+// tolerance), in one zstd (or, with --coder best, LZMA) frame. Older readers refuse it as an unknown chunk version.
 constexpr std::uint8_t kPixelChunk = 0x80;
 
 // Leaves new elements uninitialized: the decoder's symbol buffer (4 bytes per pixel of a GOP) is
@@ -851,8 +852,9 @@ GopFrames window(const GopFrames& frames, std::size_t t0, std::size_t n) {
 
 // Replaces `coded` by the GOP's pixel chunk where that is smaller: a measured choice. The pixels
 // are first compressed by zstd's fast level -3, streamed, and given up as soon as they pass twice
-// the predictive chunk: level 19 was 1.64x smaller than level -3 on Moving MNIST (docs/defaults.md,
-// "Pixel chunks"), so a GOP that passes may win; one that stops cannot come near. On camera and
+// the predictive chunk: level 19 was 1.64x smaller than level -3 on Moving MNIST and 2.3x on castle
+// at pwrel 0.05 (docs/defaults.md, "Pixel chunks"), so a GOP that passes may win; one that stops
+// can rarely come near. On camera and
 // video frames, where the pixels lose by far, the trial reads a part of the GOP at about 600 MB/s;
 // only a candidate compresses at the real level.
 void try_pixel_chunk(const FrameShape& shape, const GopFrames& frames, const CodingSettings& settings, EncodedGop& coded) {
@@ -879,10 +881,23 @@ void try_pixel_chunk(const FrameShape& shape, const GopFrames& frames, const Cod
         codecs::pack_samples(snapped, shape.max_value, packed);
       }
     }
-  if (codecs::zstd_size_within(packed, kTrialLevel, 2 * coded.bytes.size()) == SIZE_MAX) return;
-  const auto payload = codecs::compress_zstd_frame(packed, std::max(settings.zstd_level, settings.zstd_win_level));
+  // With LZMA the gap to the final coder is wider (castle at pwrel 0.05: zstd -3 3.07x LZMA's size,
+  // level 1 1.96x): a slower trial at level 1, and a wider margin.
+  const int trial_level = settings.lzma_coder ? 1 : kTrialLevel;
+  const std::size_t limit = settings.lzma_coder ? coded.bytes.size() * 5 / 2 : 2 * coded.bytes.size();
+  if (codecs::zstd_size_within(packed, trial_level, limit) == SIZE_MAX) return;
+  auto payload = codecs::compress_zstd_frame(packed, std::max(settings.zstd_level, settings.zstd_win_level));
+  auto coder = codecs::EntropyCoderKind::Zstd;
+  // With --coder best, LZMA too (castle at pwrel 0.05: 25% smaller than zstd -19; Moving MNIST:
+  // 14% larger), the smaller kept.
+  if (settings.lzma_coder)
+    if (auto lzma = codecs::compress_lzma_frame(packed); lzma.size() < payload.size()) {
+      payload = std::move(lzma);
+      coder = codecs::EntropyCoderKind::Lzma;
+    }
   ByteWriter out;
   out.u8(kPixelChunk);
+  out.u8(std::uint8_t(coder));
   out.varint(frames.size());
   out.blob(payload);
   if (out.bytes().size() >= coded.bytes.size()) return;
@@ -893,7 +908,7 @@ void try_pixel_chunk(const FrameShape& shape, const GopFrames& frames, const Cod
                            coded.reconstruction[t]);
   coded.stats = ChunkStats{};
   coded.stats.symbol_bytes = payload.size();
-  coded.stats.coder = codecs::EntropyCoderKind::Zstd;
+  coded.stats.coder = coder;
   coded.stats.pixels = true;
 }
 
@@ -952,10 +967,16 @@ bool is_pixel_chunk(std::span<const std::uint8_t> chunk) { return !chunk.empty()
 GopFrames decode_pixel_chunk(const FrameShape& shape, std::span<const std::uint8_t> chunk, std::size_t frame_count) {
   ByteReader in(chunk, "chunk");
   in.u8();
+  const std::uint8_t coder = in.u8();
+  if (coder != std::uint8_t(codecs::EntropyCoderKind::Zstd) && coder != std::uint8_t(codecs::EntropyCoderKind::Lzma))
+    in.fail("unknown coder of a pixel chunk");
   const std::size_t count = in.varint();
   if (count != frame_count || count == 0) in.fail("frame count differs from the index");
   const std::size_t bytes = count * shape.size() * (shape.max_value <= 255 ? 1 : 2);
-  const auto packed = codecs::decompress_zstd_frame(in.blob(), bytes, bytes, "pixel chunk");
+  const auto payload = in.blob();
+  const auto packed = coder == std::uint8_t(codecs::EntropyCoderKind::Zstd)
+                          ? codecs::decompress_zstd_frame(payload, bytes, bytes, "pixel chunk")
+                          : codecs::decompress_lzma_frame(payload, bytes, bytes, "pixel chunk");
   in.expect_end();
   GopFrames frames(count, std::vector<std::uint16_t>(shape.size()));
   for (std::size_t t = 0; t < count; ++t) {

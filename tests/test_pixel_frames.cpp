@@ -231,6 +231,11 @@ TEST_CASE("damaged pixel chunks are refused with a clear error", "[pixels][gop]"
   auto appended = bytes;
   appended.push_back(0);
   CHECK_THROWS_AS(decode(appended, frames.size(), shape), DataError);
+  auto foreign = bytes;
+  foreign[1] = 7;  // no such coder
+  CHECK_THROWS_AS(decode(foreign, frames.size(), shape), DataError);
+  foreign[1] = 5;  // LZMA, but the payload is zstd's
+  CHECK_THROWS_AS(decode(foreign, frames.size(), shape), CodecError);
   // 8-bit samples read as a 12-bit plane's: two bytes a sample, so the size is wrong.
   CHECK_THROWS_AS(decode(bytes, frames.size(), FrameShape{64, 64, 1, 4095}), CodecError);
 }
@@ -260,4 +265,33 @@ TEST_CASE("the index records pixel chunks beside their coder", "[pixels][archive
   CHECK(back.chunks[0].stats.coder == EntropyCoderKind::Zstd);
   CHECK(!back.chunks[1].stats.pixels);
   CHECK(back.chunks[1].stats.coder == EntropyCoderKind::Rans);
+}
+
+TEST_CASE("with --coder best a pixel chunk takes the smaller of zstd and LZMA, and both decode", "[pixels][gop]") {
+  const auto predictor = make_classical_predictor("previous");
+  std::size_t lzma = 0, zstd = 0;
+  for (const auto shape : {FrameShape{64, 64, 1, 255}, FrameShape{64, 48, 1, 65535}, FrameShape{96, 96, 1, 255}})
+    for (const auto& bound : {ErrorBound{BoundMode::Lossless, 0, 0}, ErrorBound{BoundMode::Abs, 3, 0}}) {
+      const auto frames = sprite_frames(shape, 16, 13);
+      CodingSettings settings;
+      settings.bound = bound;
+      settings.lzma_coder = true;
+      const GopFrames* gops[] = {&frames};
+      const auto encoded = encode_gops(*predictor, shape, gops, settings);
+      REQUIRE(is_pixel_chunk(encoded[0]));
+      const auto coder = encoded[0].stats.coder;
+      REQUIRE((coder == EntropyCoderKind::Zstd || coder == EntropyCoderKind::Lzma));
+      CHECK(encoded[0].bytes[1] == std::uint8_t(coder));
+      (coder == EntropyCoderKind::Lzma ? lzma : zstd) += 1;
+      CodingSettings fast = settings;
+      fast.lzma_coder = false;
+      const auto zstd_only = encode_gops(*predictor, shape, gops, fast);
+      CHECK(zstd_only[0].stats.coder == EntropyCoderKind::Zstd);
+      CHECK(encoded[0].bytes.size() <= zstd_only[0].bytes.size());
+      const std::span<const std::uint8_t> chunks[] = {encoded[0].bytes};
+      const std::size_t counts[] = {frames.size()};
+      CHECK(decode_gops(*predictor, shape, chunks, counts, settings)[0] == encoded[0].reconstruction);
+    }
+  INFO("LZMA chosen " << lzma << " times, zstd " << zstd);
+  CHECK(lzma > 0);  // the LZMA path is exercised
 }
