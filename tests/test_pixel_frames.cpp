@@ -10,6 +10,7 @@
 #include "format/archive.hpp"
 #include "format/errors.hpp"
 #include "predictor/predictor.hpp"
+#include "support/gop_frames.hpp"
 
 using namespace tezip;
 using namespace tezip::codecs;
@@ -39,22 +40,6 @@ GopFrames sprite_frames(const FrameShape& shape, std::size_t frames, std::uint32
             auto& p = f[(std::size_t(c) * shape.height + std::size_t(py)) * shape.width + std::size_t(px)];
             p = std::max(p, sprites[k][std::size_t(y) * size + x]);
           }
-    }
-    out.push_back(std::move(f));
-  }
-  return out;
-}
-
-// Camera-like frames: a gradient with sensor noise everywhere, no exact repeats.
-GopFrames noisy_frames(const FrameShape& shape, std::size_t frames, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> noise(0, shape.max_value / 100.0);
-  GopFrames out;
-  for (std::size_t t = 0; t < frames; ++t) {
-    std::vector<std::uint16_t> f(shape.size());
-    for (std::size_t i = 0; i < f.size(); ++i) {
-      const double v = shape.max_value * (0.3 + 0.4 * double(i % shape.width) / shape.width) + noise(rng);
-      f[i] = std::uint16_t(std::clamp(v, 0.0, double(shape.max_value)));
     }
     out.push_back(std::move(f));
   }
@@ -193,7 +178,7 @@ TEST_CASE("sparse moving sprites become pixel chunks, round trip, and hold every
 
 TEST_CASE("noisy frames keep their predictive chunks, and mixed batches decode in order", "[pixels][gop]") {
   const FrameShape shape{64, 48, 1, 255};
-  const auto noisy = noisy_frames(shape, 6, 2), sparse = sprite_frames(shape, 6, 3), noisy2 = noisy_frames(shape, 4, 4);
+  const auto noisy = test::moving_scene(shape, 6, 2), sparse = sprite_frames(shape, 6, 3), noisy2 = test::moving_scene(shape, 4, 4);
   const auto predictor = make_classical_predictor("auto");
   CodingSettings settings;
   const GopFrames* gops[] = {&noisy, &sparse, &noisy2};
