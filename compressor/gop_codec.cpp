@@ -854,9 +854,8 @@ GopFrames window(const GopFrames& frames, std::size_t t0, std::size_t n) {
 // are first compressed by zstd's fast level -3, streamed, and given up as soon as they pass twice
 // the predictive chunk: level 19 was 1.64x smaller than level -3 on Moving MNIST and 2.3x on castle
 // at pwrel 0.05 (docs/defaults.md, "Pixel chunks"), so a GOP that passes may win; one that stops
-// can rarely come near. On camera and
-// video frames, where the pixels lose by far, the trial reads a part of the GOP at about 600 MB/s;
-// only a candidate compresses at the real level.
+// can rarely come near. On camera and video frames, where the pixels lose by far, the trial reads a
+// part of the GOP at about 600 MB/s; only a candidate compresses at the real level.
 void try_pixel_chunk(const FrameShape& shape, const GopFrames& frames, const CodingSettings& settings, EncodedGop& coded) {
   constexpr int kTrialLevel = -3;
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
