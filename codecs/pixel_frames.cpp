@@ -30,7 +30,7 @@ std::vector<std::uint16_t> pointwise_bins(double rel, std::uint32_t max_value) {
 }
 
 void pack_samples(std::span<const std::uint16_t> samples, std::uint32_t max_value, std::vector<std::uint8_t>& out) {
-  if (max_value <= 255) {
+  if (sample_bytes(max_value) == 1) {
     out.insert(out.end(), samples.begin(), samples.end());
     return;
   }
@@ -43,7 +43,7 @@ void pack_samples(std::span<const std::uint16_t> samples, std::uint32_t max_valu
 }
 
 void unpack_samples(std::span<const std::uint8_t> bytes, std::uint32_t max_value, std::span<std::uint16_t> out) {
-  const std::size_t width = max_value <= 255 ? 1 : 2;
+  const std::size_t width = sample_bytes(max_value);
   if (bytes.size() != width * out.size()) throw CodecError("pixel chunk: sample count differs from the frames'");
   std::uint32_t largest = 0;
   if (width == 1) {

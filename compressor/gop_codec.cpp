@@ -35,7 +35,8 @@ constexpr std::uint8_t kMotionFlag = 0x40;
 constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag | kMotionFlag;
 // The first byte of a pixel chunk (codecs/pixel_frames.hpp), where a predictive chunk has its
 // version (2-4): the GOP's frames as they are (bounded modes: snapped to bins within each plane's
-// tolerance), in one zstd (or, with --coder best, LZMA) frame. Older readers refuse it as an unknown chunk version.
+// tolerance), in one zstd (or, with --coder best, LZMA) frame. Older readers refuse it as an
+// unknown chunk version.
 constexpr std::uint8_t kPixelChunk = 0x80;
 
 // Leaves new elements uninitialized: the decoder's symbol buffer (4 bytes per pixel of a GOP) is
@@ -860,25 +861,23 @@ void try_pixel_chunk(const FrameShape& shape, const GopFrames& frames, const Cod
   constexpr int kTrialLevel = -3;
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   std::vector<std::uint8_t> packed;
-  packed.reserve(frames.size() * shape.size() * (shape.max_value <= 255 ? 1 : 2));
+  packed.reserve(frames.size() * shape.size() * codecs::sample_bytes(shape.max_value));
   std::vector<std::uint16_t> snapped;
   const auto pointwise = settings.bound.pointwise() ? codecs::pointwise_bins(settings.bound.rel, shape.max_value)
                                                     : std::vector<std::uint16_t>();
   for (const auto& frame : frames)
     for (std::size_t c = 0; c < shape.channels; ++c) {
-      const std::span<const std::uint16_t> plane(frame.data() + c * plane_size, plane_size);
-      const std::uint32_t tolerance = plane_tolerance(settings, plane, shape.max_value);
+      std::span<const std::uint16_t> plane(frame.data() + c * plane_size, plane_size);
       if (!pointwise.empty()) {
         snapped.resize(plane_size);
         std::transform(plane.begin(), plane.end(), snapped.begin(), [&](std::uint16_t v) { return pointwise[v]; });
-        codecs::pack_samples(snapped, shape.max_value, packed);
-      } else if (tolerance == 0) {
-        codecs::pack_samples(plane, shape.max_value, packed);
-      } else {
+        plane = snapped;
+      } else if (const std::uint32_t tolerance = plane_tolerance(settings, plane, shape.max_value); tolerance > 0) {
         snapped.assign(plane.begin(), plane.end());
         codecs::snap_to_bins(snapped, tolerance, shape.max_value);
-        codecs::pack_samples(snapped, shape.max_value, packed);
+        plane = snapped;
       }
+      codecs::pack_samples(plane, shape.max_value, packed);
     }
   // With LZMA the gap to the final coder is wider (castle at pwrel 0.05: zstd -3 3.07x LZMA's size,
   // level 1 1.96x): a slower trial at level 1, and a wider margin.
@@ -971,17 +970,17 @@ GopFrames decode_pixel_chunk(const FrameShape& shape, std::span<const std::uint8
     in.fail("unknown coder of a pixel chunk");
   const std::size_t count = in.varint();
   if (count != frame_count || count == 0) in.fail("frame count differs from the index");
-  const std::size_t bytes = count * shape.size() * (shape.max_value <= 255 ? 1 : 2);
+  const std::size_t frame_bytes = shape.size() * codecs::sample_bytes(shape.max_value);
+  const std::size_t bytes = count * frame_bytes;
   const auto payload = in.blob();
   const auto packed = coder == std::uint8_t(codecs::EntropyCoderKind::Zstd)
                           ? codecs::decompress_zstd_frame(payload, bytes, bytes, "pixel chunk")
                           : codecs::decompress_lzma_frame(payload, bytes, bytes, "pixel chunk");
   in.expect_end();
   GopFrames frames(count, std::vector<std::uint16_t>(shape.size()));
-  for (std::size_t t = 0; t < count; ++t) {
-    const std::size_t width = packed.size() / count;
-    codecs::unpack_samples(std::span<const std::uint8_t>(packed).subspan(t * width, width), shape.max_value, frames[t]);
-  }
+  for (std::size_t t = 0; t < count; ++t)
+    codecs::unpack_samples(std::span<const std::uint8_t>(packed).subspan(t * frame_bytes, frame_bytes), shape.max_value,
+                           frames[t]);
   return frames;
 }
 

@@ -26,9 +26,9 @@ namespace {
 constexpr char kMagic[8] = {'T', 'E', 'Z', 'I', 'P', '\r', '\n', '\x1a'};
 constexpr char kFooterMagic[8] = {'T', 'Z', 'P', 'I', 'N', 'D', 'E', 'X'};
 constexpr std::uint64_t kHeaderSize = 16;
+constexpr std::uint64_t kFooterSize = 32;
 // In the statistics' coder byte of a chunk entry: the chunk is a pixel chunk (docs/format.md).
 constexpr std::uint8_t kPixelChunkBit = 0x80;
-constexpr std::uint64_t kFooterSize = 32;
 
 std::string errno_text() { return std::strerror(errno); }
 
