@@ -356,92 +356,104 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   const std::vector<std::uint8_t> tokens = tokens_of(ranks, alphabet_size, "encode_striped_rans");
   const ClassTable classes = class_table(kHalfOctaveThresholds);
   std::size_t lanes = striped_rans_lanes(segment_rows, width);
+  // One row's contexts from its tokens `t` and the row above (`up`; nullptr: none).
+  auto row_contexts = [&](const std::uint8_t* t, const std::uint8_t* up, std::uint16_t* k) {
+    if (up == nullptr) {
+      k[0] = classes[0];
+      for (std::size_t x = 1; x < width; ++x) k[x] = classes[2u * t[x - 1]];
+    } else if (width == 1) {
+      k[0] = classes[2u * up[0]];
+    } else {
+      k[0] = classes[2u * up[0] + up[1]];
+      for (std::size_t x = 1; x + 1 < width; ++x) k[x] = classes[2u * t[x - 1] + 2u * up[x] + up[x - 1] + up[x + 1]];
+      k[width - 1] = classes[2u * t[width - 2] + 2u * up[width - 1] + up[width - 2]];
+    }
+  };
+  auto row_tokens = [&](std::size_t row) { return row == SIZE_MAX ? nullptr : tokens.data() + row * width; };
+  // The rows whose upper row depends on the stripes: the first row of each stripe, whose upper row
+  // is the first row of the same stripe in the previous segment (the same place one frame earlier,
+  // when segments are planes), or none. fn(row, upper with `stripe_count` stripes, upper with one).
+  auto for_each_first_row = [&](std::size_t stripe_count, auto&& fn) {
+    std::array<std::size_t, kMaxLanes> previous_first;
+    previous_first.fill(SIZE_MAX);
+    std::size_t previous_segment = SIZE_MAX;
+    for (std::size_t first = 0; first < rows; first += segment_rows) {
+      const Stripes stripes(stripe_count, std::min(segment_rows, rows - first));
+      for (std::size_t l = 0; l < stripes.lanes; ++l)
+        if (stripes.length(l) > 0) {
+          const std::size_t row = first + stripes.start[l];
+          fn(row, previous_first[l], row > first ? row - 1 : previous_segment);
+        }
+      for (std::size_t l = 0; l < stripes.lanes; ++l)
+        previous_first[l] = stripes.length(l) > 0 ? first + stripes.start[l] : SIZE_MAX;
+      previous_segment = first;
+    }
+  };
+  // The context of every symbol with one stripe (every row's upper row is the one above it, a
+  // segment's first row the previous segment's first row), then the first rows of `stripe_count`
+  // stripes patched.
+  std::vector<std::uint16_t> index(n);
+  for (std::size_t row = 0; row < rows; ++row)
+    row_contexts(tokens.data() + row * width, row % segment_rows != 0 ? tokens.data() + (row - 1) * width
+                                              : row >= segment_rows ? tokens.data() + (row - segment_rows) * width
+                                                                    : nullptr,
+                 index.data() + row * width);
+  std::array<std::uint8_t, kMaxTokens> token_bits{};
+  std::array<std::uint32_t, kMaxTokens> token_base{};
+  for (std::uint32_t k = 0; k < token_count; ++k) scheme.describe(k, token_base[k], token_bits[k]);
+  // Stripes cost ratio where their first rows lose the row above (smooth data, few rows a stripe):
+  // measured per GOP against a single stripe, fewer stripes when the estimate says they cost more
+  // than kMaxStripeCost. The estimate: the tokens' order-0 entropy per context, plus the extra bits.
+  // Only the stripes' first rows change context, so their counts are moved between the histograms
+  // of one stripe and of several instead of counting every symbol again.
+  if (lanes > 1) {
+    std::vector<std::uint64_t> single(kMaxContexts * kMaxTokens, 0);
+    {
+      // Four histograms of consecutive symbols, summed: increments of one count no longer wait on
+      // each other (the single histogram was a quarter of this coder's encoding). The same counts.
+      std::vector<std::uint32_t> part(4 * single.size(), 0);
+      std::size_t i = 0;
+      for (; i + 4 <= n && n < (std::uint64_t{1} << 32); i += 4)
+        for (std::size_t k = 0; k < 4; ++k) ++part[k * single.size() + index[i + k] * kMaxTokens + tokens[i + k]];
+      for (; i < n; ++i) ++single[index[i] * kMaxTokens + tokens[i]];
+      for (std::size_t k = 0; k < 4; ++k)
+        for (std::size_t j = 0; j < single.size(); ++j) single[j] += part[k * single.size() + j];
+    }
+    auto estimated_bits = [&](const std::vector<std::uint64_t>& c) {
+      double bits = 0;
+      for (std::size_t ctx = 0; ctx < kMaxContexts; ++ctx) {
+        std::uint64_t total = 0;
+        for (int k = 0; k < kMaxTokens; ++k) total += c[ctx * kMaxTokens + k];
+        for (int k = 0; k < kMaxTokens; ++k)
+          if (const auto m = c[ctx * kMaxTokens + k]; m > 0) bits += double(m) * (std::log2(double(total) / double(m)) + token_bits[k]);
+      }
+      return bits;
+    };
+    const double base = estimated_bits(single);
+    std::vector<std::uint16_t> row_index(width);
+    for (; lanes > 1; lanes = lanes > kGroup ? kGroup : 1) {
+      std::vector<std::uint64_t> striped = single;
+      for_each_first_row(lanes, [&](std::size_t row, std::size_t upper, std::size_t single_upper) {
+        if (upper == single_upper) return;
+        const std::uint8_t* t = tokens.data() + row * width;
+        row_contexts(t, row_tokens(upper), row_index.data());
+        for (std::size_t x = 0; x < width; ++x) {
+          --striped[index[row * width + x] * kMaxTokens + t[x]];
+          ++striped[row_index[x] * kMaxTokens + t[x]];
+        }
+      });
+      if (estimated_bits(striped) <= base * (1 + kMaxStripeCost)) break;
+    }
+    for_each_first_row(lanes, [&](std::size_t row, std::size_t upper, std::size_t single_upper) {
+      if (upper != single_upper) row_contexts(tokens.data() + row * width, row_tokens(upper), index.data() + row * width);
+    });
+  }
   auto for_each_segment = [&](auto&& fn) {
     for (std::size_t first = 0; first < rows; first += segment_rows) {
       const std::size_t count = std::min(segment_rows, rows - first);
       fn(first, Stripes(lanes, count));
     }
   };
-  // The context of every symbol with `lanes` stripes (then, once the model is known, its table
-  // index). The upper row of a stripe's first row: the first row of the same stripe in the
-  // previous segment (the same place one frame earlier, when segments are planes), or none.
-  auto contexts = [&](std::vector<std::uint16_t>& index) {
-    std::array<std::size_t, kMaxLanes> previous_first;
-    previous_first.fill(SIZE_MAX);
-    for_each_segment([&](std::size_t first, const Stripes& stripes) {
-      for (std::size_t l = 0; l < stripes.lanes; ++l)
-        for (std::size_t r = 0; r < stripes.length(l); ++r) {
-          const std::size_t row = first + stripes.start[l] + r;
-          const std::uint8_t* t = tokens.data() + row * width;
-          const std::uint8_t* up = r > 0 ? t - width
-                                   : previous_first[l] != SIZE_MAX ? tokens.data() + previous_first[l] * width
-                                                                   : nullptr;
-          std::uint16_t* k = index.data() + row * width;
-          if (up == nullptr) {
-            k[0] = classes[0];
-            for (std::size_t x = 1; x < width; ++x) k[x] = classes[2u * t[x - 1]];
-          } else if (width == 1) {
-            k[0] = classes[2u * up[0]];
-          } else {
-            k[0] = classes[2u * up[0] + up[1]];
-            for (std::size_t x = 1; x + 1 < width; ++x) k[x] = classes[2u * t[x - 1] + 2u * up[x] + up[x - 1] + up[x + 1]];
-            k[width - 1] = classes[2u * t[width - 2] + 2u * up[width - 1] + up[width - 2]];
-          }
-        }
-      for (std::size_t l = 0; l < stripes.lanes; ++l)
-        previous_first[l] = stripes.length(l) > 0 ? first + stripes.start[l] : SIZE_MAX;
-    });
-  };
-  std::array<std::uint32_t, kMaxTokens> token_base{};
-  std::array<std::uint8_t, kMaxTokens> token_bits{};
-  for (std::uint32_t k = 0; k < token_count; ++k) scheme.describe(k, token_base[k], token_bits[k]);
-  // The size a context assignment costs: the tokens' order-0 entropy per context, plus the extra bits.
-  auto estimated_bits = [&](const std::vector<std::uint16_t>& index) {
-    std::vector<std::uint64_t> c(kMaxContexts * kMaxTokens, 0);
-    if (n < (std::uint64_t{1} << 32)) {
-      // Four histograms of consecutive symbols, summed: increments of one count no longer wait on
-      // each other (the single histogram was a quarter of this coder's encoding). The same counts.
-      std::vector<std::uint32_t> part(4 * kMaxContexts * kMaxTokens, 0);
-      std::size_t i = 0;
-      for (; i + 4 <= n; i += 4)
-        for (std::size_t k = 0; k < 4; ++k) ++part[k * kMaxContexts * kMaxTokens + index[i + k] * kMaxTokens + tokens[i + k]];
-      for (; i < n; ++i) ++part[index[i] * kMaxTokens + tokens[i]];
-      for (std::size_t k = 0; k < 4; ++k)
-        for (std::size_t j = 0; j < c.size(); ++j) c[j] += part[k * c.size() + j];
-    } else {
-      for (std::size_t i = 0; i < n; ++i) ++c[index[i] * kMaxTokens + tokens[i]];
-    }
-    double bits = 0;
-    for (std::size_t ctx = 0; ctx < kMaxContexts; ++ctx) {
-      std::uint64_t total = 0;
-      for (int k = 0; k < kMaxTokens; ++k) total += c[ctx * kMaxTokens + k];
-      for (int k = 0; k < kMaxTokens; ++k)
-        if (const auto m = c[ctx * kMaxTokens + k]; m > 0)
-          bits += double(m) * (std::log2(double(total) / double(m)) + token_bits[k]);
-    }
-    return bits;
-  };
-  std::vector<std::uint16_t> index(n);
-  contexts(index);
-  // Stripes cost ratio where their first rows lose the row above (smooth data, few rows a stripe):
-  // measured per GOP against a single stripe, fewer stripes when the estimate says they cost more
-  // than kMaxStripeCost.
-  if (lanes > 1) {
-    std::vector<std::uint16_t> single(n);
-    const std::size_t most = lanes;
-    lanes = 1;
-    contexts(single);
-    const double base = estimated_bits(single);
-    lanes = most;
-    while (lanes > 1 && estimated_bits(index) > base * (1 + kMaxStripeCost)) {
-      lanes = lanes > kGroup ? kGroup : 1;
-      if (lanes == 1) {
-        index.swap(single);
-      } else {
-        contexts(index);
-      }
-    }
-  }
   std::vector<std::uint64_t> counts(kMaxContexts * kMaxTokens, 0);
   for (std::size_t i = 0; i < n; ++i) {
     index[i] = static_cast<std::uint16_t>(index[i] * kMaxTokens + tokens[i]);
