@@ -182,10 +182,28 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
         local.zstd_probed_only = true;
       }
     }
-    if (zstd_payload.empty()) zstd_payload = compress_zstd_frame(zstd_bytes, options.zstd_level);
-    local.zstd_bytes = header.size() + zstd_payload.size();
+    // Where only zstd and rANS compete, zstd at the chosen level matters only if it comes within
+    // zstd_win_margin of the rANS stream: it is given up as soon as its output passes that (on
+    // camera video, where rANS wins, a part of the stream is never compressed).
+    const bool bounded = options.allow_rans && !options.allow_adaptive && !options.allow_lzma;
+    if (zstd_payload.empty() && bounded) {
+      const auto limit = std::size_t(double(rans_payload.size()) * std::max(1.0, options.zstd_win_margin));
+      if (auto frame = compress_zstd_frame_within(zstd_bytes, options.zstd_level, limit)) {
+        zstd_payload = std::move(*frame);
+      } else {
+        local.zstd_given_up = true;
+      }
+    } else if (zstd_payload.empty()) {
+      zstd_payload = compress_zstd_frame(zstd_bytes, options.zstd_level);
+    }
+    local.zstd_bytes = local.zstd_given_up ? 0 : header.size() + zstd_payload.size();
     // Candidates in order of decoding speed; a later one must be strictly smaller to win.
     std::vector<std::uint8_t>* payload = &zstd_payload;
+    if (local.zstd_given_up) {
+      payload = &rans_payload;
+      local.chosen = rows ? EntropyCoderKind::StripedRans : EntropyCoderKind::Rans;
+      header[0] = static_cast<std::uint8_t>(local.chosen);
+    }
     auto consider = [&](std::vector<std::uint8_t>& candidate, EntropyCoderKind kind) {
       if (candidate.size() < payload->size()) {
         payload = &candidate;
@@ -208,7 +226,7 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
     }
     // zstd at the stronger level, where it won, or came within zstd_win_margin of the winner. (A
     // margin of 1.15 by default made mire2 and vtest take 4 times as long to encode, for 0.4% on vtest.)
-    if (!local.zstd_probed_only && options.zstd_win_level > options.zstd_level &&
+    if (!local.zstd_probed_only && !local.zstd_given_up && options.zstd_win_level > options.zstd_level &&
         (payload == &zstd_payload || double(zstd_payload.size()) < options.zstd_win_margin * double(payload->size()))) {
       std::vector<std::uint8_t> stronger = compress_zstd_frame(zstd_bytes, std::min(options.zstd_win_level, ZSTD_maxCLevel()));
       local.zstd_bytes = header.size() + std::min(zstd_payload.size(), stronger.size());

@@ -40,12 +40,13 @@ struct SymbolCoderOptions {
 
 struct SymbolCoderStats {
   EntropyCoderKind chosen = EntropyCoderKind::Zstd;
-  std::size_t zstd_bytes = 0;      // whole output size the zstd path gave (0 if not tried)
+  std::size_t zstd_bytes = 0;      // whole output size the zstd path gave (0 if not tried or given up)
   std::size_t adaptive_bytes = 0;  // whole output size the adaptive path gave (0 if not tried)
   std::size_t rans_bytes = 0;      // whole output size the rANS path gave (0 if not tried)
   std::size_t lzma_bytes = 0;      // whole output size the LZMA path gave (0 if not tried)
   std::size_t distinct_symbols = 0;
   bool zstd_probed_only = false;   // zstd_bytes is the probe's: the chosen level could not have won
+  bool zstd_given_up = false;      // zstd at the chosen level passed the rANS stream (times the margin) and was dropped
 };
 
 // Codes `symbols` laid out as rows of `row_width` (the context model uses the left and upper

@@ -45,11 +45,17 @@ std::vector<std::uint8_t> compress_zstd_frame(std::span<const std::uint8_t> byte
   return packed;
 }
 
-std::size_t zstd_size_within(std::span<const std::uint8_t> bytes, int level, std::size_t limit) {
+namespace {
+
+// Compresses `bytes` at `level` as a stream, handing each piece of output to `sink`, and gives up
+// (returns false) as soon as more than `limit` bytes came out. The parameters are those of the
+// one-shot call (the size is pledged).
+template <class Sink>
+bool compress_streamed(std::span<const std::uint8_t> bytes, int level, std::size_t limit, Sink&& sink) {
   ZSTD_CCtx* cctx = thread_cctx();
   ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
-  ZSTD_CCtx_setPledgedSrcSize(cctx, bytes.size());  // the same parameters as the one-shot call
+  ZSTD_CCtx_setPledgedSrcSize(cctx, bytes.size());
   std::vector<std::uint8_t> scratch(ZSTD_CStreamOutSize());
   constexpr std::size_t kPiece = 1 << 17;
   std::size_t produced = 0;
@@ -65,12 +71,30 @@ std::size_t zstd_size_within(std::span<const std::uint8_t> bytes, int level, std
       produced += out.pos;
       if (produced > limit) {
         ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
-        return SIZE_MAX;
+        return false;
       }
+      sink(std::span<const std::uint8_t>(scratch.data(), out.pos));
     } while (mode == ZSTD_e_end ? left != 0 : in.pos < in.size);
     pos = end;
-    if (mode == ZSTD_e_end) return produced;
+    if (mode == ZSTD_e_end) return true;
   }
+}
+
+}  // namespace
+
+std::size_t zstd_size_within(std::span<const std::uint8_t> bytes, int level, std::size_t limit) {
+  std::size_t size = 0;
+  return compress_streamed(bytes, level, limit, [&](std::span<const std::uint8_t> piece) { size += piece.size(); }) ? size
+                                                                                                                      : SIZE_MAX;
+}
+
+std::optional<std::vector<std::uint8_t>> compress_zstd_frame_within(std::span<const std::uint8_t> bytes, int level,
+                                                                    std::size_t limit) {
+  std::vector<std::uint8_t> frame;
+  if (!compress_streamed(bytes, level, limit,
+                         [&](std::span<const std::uint8_t> piece) { frame.insert(frame.end(), piece.begin(), piece.end()); }))
+    return std::nullopt;
+  return frame;
 }
 
 std::vector<std::uint8_t> decompress_zstd_frame(std::span<const std::uint8_t> frame, std::size_t min_size,

@@ -2,6 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -21,6 +22,11 @@ std::vector<std::uint8_t> compress_zstd_frame(std::span<const std::uint8_t> byte
 // streamed, its output counted and dropped, so that a hopeless candidate costs only the bytes read
 // until it is known to lose.
 std::size_t zstd_size_within(std::span<const std::uint8_t> bytes, int level, std::size_t limit);
+// A zstd frame of `bytes` at `level` (streamed: the same parameters as compress_zstd_frame, though
+// not always the same bytes), or nothing as soon as its output passes `limit`: where a candidate
+// only matters if it is small enough, a loser costs only the bytes read until it is known to lose.
+std::optional<std::vector<std::uint8_t>> compress_zstd_frame_within(std::span<const std::uint8_t> bytes, int level,
+                                                                    std::size_t limit);
 
 // The same frame streamed: its bytes a buffer at a time, so that a large payload never sits in
 // memory whole. The checks of decompress_zstd_frame run in the constructor and in read().

@@ -133,6 +133,20 @@ TEST_CASE("the bounded zstd size is the real size, or gives up past the limit", 
   CHECK(zstd_size_within({}, 1, 100) < 100);
 }
 
+TEST_CASE("the bounded zstd frame decodes to its input, or is dropped past the limit", "[pixels][zstd]") {
+  std::mt19937 rng(6);
+  std::vector<std::uint8_t> bytes(400000);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = i % 700 < 300 ? std::uint8_t(rng()) : std::uint8_t(i / 700);
+  for (const int level : {1, 9}) {
+    const std::size_t size = zstd_size_within(bytes, level, SIZE_MAX - 1);
+    const auto frame = compress_zstd_frame_within(bytes, level, size);
+    REQUIRE(frame.has_value());
+    CHECK(frame->size() == size);
+    CHECK(decompress_zstd_frame(*frame, bytes.size(), bytes.size(), "test") == bytes);
+    CHECK_FALSE(compress_zstd_frame_within(bytes, level, size - 1).has_value());
+  }
+}
+
 TEST_CASE("sparse moving sprites become pixel chunks, round trip, and hold every bound", "[pixels][gop]") {
   const auto predictor = make_classical_predictor("previous");
   for (const auto shape : {FrameShape{64, 64, 1, 255}, FrameShape{48, 40, 3, 255}, FrameShape{64, 48, 1, 65535}}) {

@@ -175,6 +175,37 @@ TEST_CASE("where zstd wins, the stream is compressed again at the stronger level
   CHECK(a == b);
 }
 
+TEST_CASE("where only rANS and zstd compete, a losing zstd pass is given up, and the choice holds", "[codecs]") {
+  // Noise-like residuals: rANS wins by far, so zstd stops before the end of the stream.
+  const auto residuals = video_residuals(256, 128, 4, 3.0, 9);
+  SymbolCoderStats bounded, full;
+  const auto a = encode_symbols(residuals, 256, {.zstd_level = 9, .zstd_win_level = 19, .allow_adaptive = false}, &bounded);
+  // With LZMA allowed, zstd's whole size is needed: the same pass runs to its end.
+  const auto b = encode_symbols(residuals, 256, {.zstd_level = 9, .allow_adaptive = false, .allow_lzma = true}, &full);
+  CHECK(bounded.zstd_given_up);
+  CHECK(bounded.zstd_bytes == 0);
+  CHECK_FALSE(full.zstd_given_up);
+  CHECK(full.zstd_bytes > bounded.rans_bytes);
+  CHECK(bounded.chosen == EntropyCoderKind::StripedRans);
+  CHECK(a.size() == bounded.rans_bytes);
+  std::vector<std::uint32_t> back(residuals.size());
+  decode_symbols(a, 256, back);
+  CHECK(back == residuals);
+  // Where zstd wins (a pattern repeated), it is not given up.
+  std::mt19937 rng(3);
+  std::vector<std::uint32_t> pattern(256 * 4);
+  for (auto& v : pattern) v = rng() % 64;
+  std::vector<std::uint32_t> repetitive;
+  for (int i = 0; i < 40; ++i) repetitive.insert(repetitive.end(), pattern.begin(), pattern.end());
+  SymbolCoderStats wins;
+  const auto c = encode_symbols(repetitive, 256, {.zstd_level = 9, .allow_adaptive = false}, &wins);
+  CHECK_FALSE(wins.zstd_given_up);
+  CHECK(wins.chosen == EntropyCoderKind::Zstd);
+  std::vector<std::uint32_t> again(repetitive.size());
+  decode_symbols(c, 256, again);
+  CHECK(again == repetitive);
+}
+
 TEST_CASE("symbol decoding rejects count mismatches and absurd headers", "[codecs]") {
   const auto symbols = video_residuals(32, 16, 1, 2.0, 4);
   const auto bytes = encode_symbols(symbols, 32, {});
