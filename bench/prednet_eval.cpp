@@ -26,7 +26,10 @@ int main(int argc, char** argv) {
       const auto& g = source->geometry();
       s.shape = {g.width, g.height, g.channels, g.max_value()};
       s.name = argv[i];
-      for (std::size_t f = 0; f < source->frame_count(); ++f) s.frames.push_back(source->read(f).pixels);
+      for (std::size_t f = 0; f < source->frame_count(); ++f) {
+        const Pixels pixels = source->read(f).pixels;
+        s.frames.emplace_back(pixels.begin(), pixels.end());
+      }
       const auto q = tezip::evaluate_forecasts(model, {s}, held_out, warmup);
       std::printf("| %s (%ux%u, %u ch) | %llu | %.6f | %.6f | %.6f | %.3f |\n", argv[i], g.width, g.height, g.channels,
                   (unsigned long long)q.frames, q.prednet_mse, q.previous_mse, q.linear_mse, q.prednet_mse / q.previous_mse);

@@ -62,7 +62,10 @@ AdaptResult adapt_to_input(const std::filesystem::path& input, const CompressOpt
       TrainingSequence seq;
       seq.shape = shape_of(sources[s]->geometry());
       seq.name = sources[s]->name() + (windows[s].size() > 1 ? "@" + std::to_string(w.first) : "");
-      for (std::size_t i = w.first; i < w.first + w.count; ++i) seq.frames.push_back(sources[s]->read(i).pixels);
+      for (std::size_t i = w.first; i < w.first + w.count; ++i) {
+        const Pixels pixels = sources[s]->read(i).pixels;
+        seq.frames.emplace_back(pixels.begin(), pixels.end());
+      }
       sequences.push_back(std::move(seq));
     }
   AdaptOptions adapt = options.adapt;

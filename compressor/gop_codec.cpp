@@ -39,25 +39,6 @@ constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag | kMotionF
 // unknown chunk version.
 constexpr std::uint8_t kPixelChunk = 0x80;
 
-// Leaves new elements uninitialized: the decoder's symbol buffer (4 bytes per pixel of a GOP) is
-// written in full by the entropy decoder, and zeroing it first cost 2% of decoding.
-template <class T>
-struct DefaultInitAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = DefaultInitAllocator<U>;
-  };
-  using std::allocator<T>::allocator;
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-
 // Where one plane's symbols went, as recorded in the chunk header.
 struct PlaneRecord {
   std::uint32_t tolerance = 0;
@@ -68,7 +49,9 @@ struct PlaneRecord {
 // Everything a GOP's chunk holds, before and after entropy coding.
 struct GopSymbols {
   std::vector<std::vector<PlaneRecord>> planes;  // [frame][channel]
-  std::vector<std::int32_t, DefaultInitAllocator<std::int32_t>> symbols;  // linear planes, transformed, in coding order
+  // Linear planes, transformed, in coding order; not zeroed on allocation: the decoder's entropy
+  // decoder writes all of it, and zeroing it first cost 2% of decoding.
+  std::vector<std::int32_t, UninitializedAllocator<std::int32_t>> symbols;
   std::vector<std::int32_t> run_values;
   std::vector<std::uint32_t> run_lengths;
   std::vector<std::uint16_t> literals;
@@ -594,7 +577,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     far_reference[g].assign(frames.size(), kNoFrame);
     for (const auto& f : frames)
       if (f.size() != shape.size()) throw std::invalid_argument("frame size differs from the GOP's shape");
-    encoded[g].reconstruction.assign(frames.size(), std::vector<std::uint16_t>(shape.size()));
+    encoded[g].reconstruction.resize(frames.size());
+    for (auto& frame : encoded[g].reconstruction) frame = Pixels(shape.size());  // every plane is written
     coded[g].planes.resize(frames.size());
     for (std::uint32_t c = 0; c < shape.channels; ++c) code_plane(g, 0, c, {});
     states[g] = predictor.begin_gop(shape, encoded[g].reconstruction[0]);
@@ -721,7 +705,8 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     }
     in.expect_end();
     literals.emplace_back(s.literals);
-    frames[g].assign(count, std::vector<std::uint16_t>(shape.size()));
+    frames[g].resize(count);
+    for (auto& frame : frames[g]) frame = Pixels(shape.size());  // every plane is reconstructed
   }
 
   std::vector<std::size_t> map_pos(chunks.size(), 0), motion_pos(chunks.size(), 0);
@@ -734,7 +719,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     far_references[g].assign(frame_counts[g], kNoFrame);
   }
   std::vector<std::uint16_t> blended(plane_size);
-  std::vector<std::int32_t, DefaultInitAllocator<std::int32_t>> plane_symbols(plane_size), previous_symbols;
+  std::vector<std::int32_t, UninitializedAllocator<std::int32_t>> plane_symbols(plane_size), previous_symbols;
   if (shape.channels > 1) previous_symbols.resize(plane_size);
   std::pair<std::size_t, std::size_t> previous_channel{SIZE_MAX, SIZE_MAX};  // (GOP, plane) of previous_symbols
   const std::size_t map_size = codecs::forecast_block_count(shape.width, shape.height);
@@ -977,7 +962,8 @@ GopFrames decode_pixel_chunk(const FrameShape& shape, std::span<const std::uint8
                           ? codecs::decompress_zstd_frame(payload, bytes, bytes, "pixel chunk")
                           : codecs::decompress_lzma_frame(payload, bytes, bytes, "pixel chunk");
   in.expect_end();
-  GopFrames frames(count, std::vector<std::uint16_t>(shape.size()));
+  GopFrames frames(count);
+  for (auto& frame : frames) frame = Pixels(shape.size());  // unpacked whole below
   for (std::size_t t = 0; t < count; ++t)
     codecs::unpack_samples(std::span<const std::uint8_t>(packed).subspan(t * frame_bytes, frame_bytes), shape.max_value,
                            frames[t]);

@@ -3,6 +3,7 @@
 #include <span>
 #include <vector>
 
+#include "format/frame.hpp"
 #include "format/settings.hpp"
 #include "predictor/predictor.hpp"
 
@@ -10,11 +11,11 @@ namespace tezip {
 
 struct EncodedGop {
   std::vector<std::uint8_t> bytes;
-  std::vector<std::vector<std::uint16_t>> reconstruction;  // what the decoder will produce, frame by frame
+  std::vector<Pixels> reconstruction;  // what the decoder will produce, frame by frame
   ChunkStats stats;
 };
 
-using GopFrames = std::vector<std::vector<std::uint16_t>>;  // planar frames of one GOP, in order
+using GopFrames = std::vector<Pixels>;  // planar frames of one GOP, in order
 
 // Codes GOPs of one shape in lockstep, so the predictor forecasts frame t of all of them in one
 // call. The first frame of each GOP is its key frame, coded by the spatial (intra) coder.

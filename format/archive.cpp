@@ -125,7 +125,7 @@ std::uint64_t hash_pixels(std::span<const std::uint16_t> pixels) {
   return XXH64(pixels.data(), pixels.size_bytes(), 0);
 }
 
-std::uint64_t hash_frames(std::span<const std::vector<std::uint16_t>> frames) {
+std::uint64_t hash_frames(std::span<const Pixels> frames) {
   static_assert(std::endian::native == std::endian::little, "pixels are hashed as little-endian uint16");
   const std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state(XXH64_createState(), &XXH64_freeState);
   if (!state) throw std::bad_alloc();

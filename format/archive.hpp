@@ -109,7 +109,7 @@ std::string index_problem(const ArchiveIndex& index, const ArchiveLimits& limits
 std::uint64_t hash_bytes(std::span<const std::uint8_t> bytes);
 std::uint64_t hash_pixels(std::span<const std::uint16_t> pixels);
 // XXH64 of frames' pixels one after the other (ChunkEntry::frames_hash).
-std::uint64_t hash_frames(std::span<const std::vector<std::uint16_t>> frames);
+std::uint64_t hash_frames(std::span<const Pixels> frames);
 FrameShape shape_of(const Geometry& geometry);
 
 // Writes an archive under a temporary name beside `path`, renamed into place by finish(); a writer

@@ -1,7 +1,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tezip {
@@ -22,12 +24,36 @@ struct Geometry {
   bool operator==(const Geometry&) const = default;
 };
 
+// Leaves new elements uninitialized (default-initialized) instead of zeroing them: for buffers that
+// are written in full before they are read.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
+// A frame's pixels. Pixels(n) is not zeroed: every producer writes each pixel (a source reading a
+// file, the decoder reconstructing a GOP), and zero-filling each decoded frame first was 15-19% of
+// decoding castle and vtest (docs/performance.md). Pixels(n, 0) where zeros are meant.
+using Pixels = std::vector<std::uint16_t, UninitializedAllocator<std::uint16_t>>;
+
 // One frame: pixels in planar order (channel 0 plane, then channel 1, ...), whatever the
 // source's bit depth. `name` and `format` let the decoder give back the original files.
 struct Frame {
   std::string name;    // file name relative to its sequence folder, e.g. "img_0007.png"
   std::string format;  // original container: png, pgm, ppm, bmp, tiff, jpeg, video, npy
-  std::vector<std::uint16_t> pixels;
+  Pixels pixels;
 };
 
 std::string to_string(PixelType type);

@@ -70,8 +70,8 @@ Geometry geometry_of(const RasterImage& m, const std::string& file) {
 }
 
 // Interleaved image to planar uint16, keeping the codec's channel order (B, G, R).
-std::vector<std::uint16_t> to_planar(const RasterImage& m, const Geometry& g) {
-  std::vector<std::uint16_t> out(g.pixel_count());
+Pixels to_planar(const RasterImage& m, const Geometry& g) {
+  Pixels out(g.pixel_count());
   const std::size_t plane = g.plane_size();
   const std::size_t c = g.channels, n = plane * c;
   if (g.type == PixelType::U8) {

@@ -15,7 +15,7 @@
 
 namespace tezip {
 
-using DecodedGop = std::vector<std::vector<std::uint16_t>>;
+using DecodedGop = GopFrames;
 
 std::uint16_t Clip::at(std::size_t i) const {
   if (geometry.type == PixelType::U8) return data.at(i);
@@ -25,7 +25,7 @@ std::uint16_t Clip::at(std::size_t i) const {
   return v;
 }
 
-void pack_frames(std::span<const std::vector<std::uint16_t>* const> frames, const Geometry& geometry, ClipLayout layout,
+void pack_frames(std::span<const Pixels* const> frames, const Geometry& geometry, ClipLayout layout,
                  std::span<std::uint8_t> out) {
   const std::size_t frame_bytes = geometry.raw_bytes();
   if (out.size() != frames.size() * frame_bytes) throw std::invalid_argument("pack_frames: output size mismatch");
@@ -214,7 +214,7 @@ Clip Reader::clip(std::size_t sequence, std::size_t start, std::size_t length, C
     const auto& block = state_->blocks[b];
     const std::size_t from = start + done - block.first_frame;
     const std::size_t take = std::min(length - done, block.frame_count - from);
-    std::vector<const std::vector<std::uint16_t>*> frames;
+    std::vector<const Pixels*> frames;
     for (std::size_t k = 0; k < take; ++k) frames.push_back(&(*gop).at(from + k));
     const std::size_t bytes = clip.geometry.raw_bytes();
     pack_frames(frames, clip.geometry, layout, std::span(clip.data).subspan(done * bytes, take * bytes));

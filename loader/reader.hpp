@@ -36,7 +36,7 @@ struct Clip {
 
 // Copies planar uint16 frames into `out` (frames.size() * geometry.raw_bytes() bytes) in the
 // geometry's pixel type and the given layout.
-void pack_frames(std::span<const std::vector<std::uint16_t>* const> frames, const Geometry& geometry, ClipLayout layout,
+void pack_frames(std::span<const Pixels* const> frames, const Geometry& geometry, ClipLayout layout,
                  std::span<std::uint8_t> out);
 
 // A GOP of the opened data: the unit that is decoded, cached, sharded and shuffled.

@@ -195,7 +195,7 @@ TEST_CASE("coded motion pays on a panning scene and decodes bit for bit", "[moti
             const int v = world[sy * (w + 80) + sx] - 30 * int(c) + int(rng() % 3) - 1;
             f[(std::size_t(c) * h + y) * w + x] = std::uint16_t(std::clamp(v, 0, 255));
           }
-      frames.push_back(std::move(f));
+      frames.emplace_back(f.begin(), f.end());
     }
     const auto predictor = make_classical_predictor("previous");
     for (const codecs::ErrorBound bound : {codecs::ErrorBound{}, codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0}}) {

@@ -124,7 +124,7 @@ TEST_CASE("write_frame refuses bad frames and leaves nothing behind", "[writer]"
 TEST_CASE("colour .npy frames (R, G, B planes) are written as correct-colour PNG", "[writer]") {
   TempDir dir;
   const Geometry g{4, 2, 3, PixelType::U8};
-  Frame f{"frame_000000", "npy", std::vector<std::uint16_t>(g.pixel_count())};
+  Frame f{"frame_000000", "npy", Pixels(g.pixel_count(), 0)};
   std::fill_n(f.pixels.begin(), g.plane_size(), std::uint16_t(200));  // red plane only
   const auto path = write_frame(dir.path(), f, g, OutputFormat::Original);
   const cv::Mat image = cv::imread(path.string(), cv::IMREAD_UNCHANGED);

@@ -157,7 +157,7 @@ TEST_CASE("colour channels whose residuals move together are coded as difference
     for (std::uint32_t ch = 0; ch < 3; ++ch)
       for (std::size_t i = 0; i < f.size(); ++i)
         c[ch * f.size() + i] = std::uint16_t(std::clamp(int(f[i]) - 20 * int(ch) + (rng() % 64 == 0 ? 1 : 0), 0, 255));
-    frames.push_back(std::move(c));
+    frames.emplace_back(c.begin(), c.end());
   }
   GopFrames one_channel;
   for (const auto& f : frames) one_channel.emplace_back(f.begin(), f.begin() + std::ptrdiff_t(gray.size()));
@@ -229,7 +229,7 @@ TEST_CASE("the auto predictor chooses per GOP, records it, and decodes what it c
   for (int t = 0; t < 8; ++t) {
     auto f = base;
     for (auto& v : f) v = std::uint16_t(std::clamp(int(v) + int(rng() % 3) - 1, 0, 1000));
-    still.push_back(std::move(f));
+    still.emplace_back(f.begin(), f.end());
     // Flat rectangles of random levels at random places, new ones every frame (a depth map of a
     // scene cut every frame): exact zeros spatially, large differences in time.
     std::vector<std::uint16_t> j(shape.size(), 500);
@@ -239,7 +239,7 @@ TEST_CASE("the auto predictor chooses per GOP, records it, and decodes what it c
       for (std::uint32_t y = y0; y < std::min(shape.height, y0 + h); ++y)
         for (std::uint32_t x = x0; x < std::min(shape.width, x0 + w); ++x) j[y * shape.width + x] = level;
     }
-    jumping.push_back(std::move(j));
+    jumping.emplace_back(j.begin(), j.end());
   }
   const auto predictor = make_classical_predictor("auto");
   REQUIRE(predictor->identity().kind == "auto");
@@ -309,7 +309,7 @@ TEST_CASE("bidirectional GOPs code frames out of order within the bound, and pay
   for (int t = 0; t < 17; ++t) {
     auto f = scene;
     for (auto& v : f) v = std::uint16_t(std::clamp(double(v) + noise(rng), 0.0, 255.0));
-    still.push_back(std::move(f));
+    still.emplace_back(f.begin(), f.end());
   }
   CodingSettings abs2;
   abs2.bound = codecs::ErrorBound{BoundMode::Abs, 2, 0};

@@ -41,7 +41,7 @@ GopFrames sprite_frames(const FrameShape& shape, std::size_t frames, std::uint32
             p = std::max(p, sprites[k][std::size_t(y) * size + x]);
           }
     }
-    out.push_back(std::move(f));
+    out.emplace_back(f.begin(), f.end());
   }
   return out;
 }

@@ -38,10 +38,10 @@ cv::Mat pattern(int w, int h, int channels, int depth, int seed) {
   return m;
 }
 
-std::vector<std::uint16_t> planar(const cv::Mat& m) {
+Pixels planar(const cv::Mat& m) {
   const int c = m.channels();
   const std::size_t plane = std::size_t(m.rows) * m.cols;
-  std::vector<std::uint16_t> out(plane * c);
+  Pixels out(plane * c);
   for (int y = 0; y < m.rows; ++y)
     for (int x = 0; x < m.cols; ++x)
       for (int k = 0; k < c; ++k)
@@ -293,7 +293,7 @@ TEST_CASE("npy arrays of every supported shape", "[source]") {
     v2 += v1.substr(10);
     write_bytes(dir.path() / "v2.npy", v2);
     auto sources = open_sources(dir.path() / "v2.npy");
-    CHECK(sources[0]->read(0).pixels == std::vector<std::uint16_t>{0, 7, 14, 21});
+    CHECK(sources[0]->read(0).pixels == Pixels{0, 7, 14, 21});
   }
 }
 

@@ -25,7 +25,7 @@ inline GopFrames moving_scene(const FrameShape& shape, std::size_t frames, std::
           v = v * shape.max_value + (v > 0 ? noise(rng) : 0);
           f[(std::size_t(c) * shape.height + y) * shape.width + x] = std::uint16_t(std::clamp(v, 0.0, double(shape.max_value)));
         }
-    out.push_back(std::move(f));
+    out.emplace_back(f.begin(), f.end());
   }
   return out;
 }
