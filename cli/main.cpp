@@ -2,8 +2,10 @@
 // (0 ok, 1 usage, 2 input or data error). All the work happens in compressor/.
 #include <cxxopts.hpp>
 #include <malloc.h>
+#include <sys/mman.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <cstdio>
@@ -688,6 +690,26 @@ int dispatch(int argc, char** argv) {
   throw UsageError("unknown command '" + command + "'");
 }
 
+#ifdef M_MMAP_MAX
+// The first touch of each 4 KiB page of the heap is a page fault, and a GOP's buffers are tens of
+// MB: faults were 40% of `verify -T 1` on castle (8,000 for 24.6 MB of pixels) and a third of its
+// time went to the kernel. The heap's first kHugeHeap bytes are grown at once and marked for
+// transparent huge pages (where the kernel offers them on request: `madvise` mode), then freed
+// into the heap's top, untouched, so that every later block carved from them faults in 2 MiB at a
+// time. Memory is committed only as it is touched, as before. glibc only (the heap of brk); where
+// the kernel refuses, nothing changes.
+void reserve_huge_page_heap() {
+  constexpr std::size_t kHugeHeap = std::size_t{512} << 20;  // below M_TRIM_THRESHOLD: kept after free
+  constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
+  void* block = std::malloc(kHugeHeap);
+  if (block == nullptr) return;
+  const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(block) + kHugePage - 1) & ~(kHugePage - 1);
+  const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(block) + kHugeHeap) & ~(kHugePage - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  std::free(block);
+}
+#endif
+
 }  // namespace
 }  // namespace tezip::cli
 
@@ -704,6 +726,7 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_ARENA_MAX, 1);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  cli::reserve_huge_page_heap();
 #endif
   try {
     // A TEZIP_SIMD this CPU cannot run is one error line here, not one per GOP later.
