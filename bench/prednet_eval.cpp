@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
       s.shape = {g.width, g.height, g.channels, g.max_value()};
       s.name = argv[i];
       for (std::size_t f = 0; f < source->frame_count(); ++f) {
-        const Pixels pixels = source->read(f).pixels;
+        const tezip::Pixels pixels = source->read(f).pixels;
         s.frames.emplace_back(pixels.begin(), pixels.end());
       }
       const auto q = tezip::evaluate_forecasts(model, {s}, held_out, warmup);

@@ -35,7 +35,7 @@ std::vector<tezip::TrainingSequence> mire() {
     s.shape = {g.width, g.height, g.channels, g.max_value()};
     s.name = "mire";
     for (std::size_t i = 0; i < source->frame_count(); ++i) {
-      const Pixels pixels = source->read(i).pixels;
+      const tezip::Pixels pixels = source->read(i).pixels;
       s.frames.emplace_back(pixels.begin(), pixels.end());
     }
     out.push_back(std::move(s));
