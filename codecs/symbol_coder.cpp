@@ -27,7 +27,10 @@ constexpr std::uint32_t kEscape = 255;
 
 // The zstd probe (docs/performance.md, "The encoder"): level 1 costs about a ninth of level 9,
 // and over every plane stream of the datasets and the sample (lossless, abs 2, pwrel 0.05) level
-// 9 was never below 0.78 times level 1; 0.75 leaves a margin.
+// 9 was never below 0.78 times level 1; 0.75 leaves a margin. Measured again on 2026-12-02 with
+// coded motion and channel deltas (docs/performance.md, "The zstd trial"): 0.70 on vtest's
+// lossless 3-frame trial windows, where level 1 was 1.09-1.17x the rANS stream, so the probe did
+// not skip them; no stream that the probe skipped would have won at level 9.
 constexpr int kProbeLevel = 1;
 
 // Zstd payloads of at least this many symbols stream plane by plane (SignedSymbolReader); smaller
