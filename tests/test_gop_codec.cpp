@@ -3,7 +3,9 @@
 #include <malloc.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <random>
+#include <span>
 
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"
@@ -48,6 +50,29 @@ GopFrames round_trip(const Predictor& predictor, const FrameShape& shape, const 
   return decoded[0];
 }
 
+// Each shape x predictor x quantizer x bound: the GOP round trips (the decoder gives the encoder's
+// reconstruction) and every pixel holds the bound (lossless: the original itself).
+void check_bounds_hold(std::initializer_list<FrameShape> shapes, std::size_t frame_count, std::uint32_t seed,
+                       std::initializer_list<const char*> kinds, std::span<const ErrorBound> bounds) {
+  for (auto shape : shapes) {
+    const auto frames = moving_scene(shape, frame_count, seed);
+    for (const char* kind : kinds) {
+      const auto predictor = make_classical_predictor(kind);
+      for (auto quantizer : {QuantizerKind::Linear, QuantizerKind::Interval})
+        for (const auto& bound : bounds) {
+          CodingSettings settings;
+          settings.bound = bound;
+          settings.quantizer = quantizer;
+          INFO(kind << " " << codecs::describe(bound) << " quantizer " << int(quantizer) << " max " << shape.max_value
+                    << " channels " << shape.channels);
+          const auto decoded = round_trip(*predictor, shape, frames, settings);
+          if (bound.mode == BoundMode::Lossless) REQUIRE(decoded == frames);
+          check_bound(bound, shape, frames, decoded);
+        }
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("lossless GOPs round trip bit for bit with every predictor", "[gop]") {
@@ -74,21 +99,8 @@ TEST_CASE("every error mode holds on every pixel, for a range of bounds", "[gop]
       {BoundMode::AbsRel, 3.3, 0.005}, {BoundMode::AbsRel, 1, 0.2},
       {BoundMode::PwRel, 0, 0.001}, {BoundMode::PwRel, 0, 0.05},  {BoundMode::PwRel, 0, 0.37},
   };
-  for (auto shape : {FrameShape{40, 30, 1, 255}, FrameShape{24, 20, 3, 255}, FrameShape{32, 24, 1, 65535}}) {
-    const auto frames = moving_scene(shape, 5, 2);
-    for (const char* kind : {"intra", "previous", "linear", "motion"}) {
-      const auto predictor = make_classical_predictor(kind);
-      for (auto quantizer : {QuantizerKind::Linear, QuantizerKind::Interval})
-        for (const auto& bound : bounds) {
-          CodingSettings settings;
-          settings.bound = bound;
-          settings.quantizer = quantizer;
-          INFO(kind << " " << codecs::describe(bound) << " quantizer " << int(quantizer) << " max " << shape.max_value
-                    << " channels " << shape.channels);
-          check_bound(bound, shape, frames, round_trip(*predictor, shape, frames, settings));
-        }
-    }
-  }
+  check_bounds_hold({FrameShape{40, 30, 1, 255}, FrameShape{24, 20, 3, 255}, FrameShape{32, 24, 1, 65535}}, 5, 2,
+                    {"intra", "previous", "linear", "motion"}, bounds);
 }
 
 // Frames are allocated without zeroing (Pixels, format/frame.hpp): the decoder must write every
@@ -104,23 +116,8 @@ TEST_CASE("decoded frames do not depend on what the allocator hands back", "[gop
   REQUIRE(probe[1000] == 0x5A5A);  // what an unwritten pixel would hold (0xA5 ^ 0xFF in each byte)
 #endif
   const ErrorBound bounds[] = {{BoundMode::Lossless, 0, 0}, {BoundMode::Abs, 2, 0}, {BoundMode::PwRel, 0, 0.05}};
-  for (auto shape : {FrameShape{48, 40, 1, 255}, FrameShape{24, 20, 3, 255}, FrameShape{32, 24, 1, 65535}}) {
-    const auto frames = moving_scene(shape, 9, 7);
-    for (const char* kind : {"auto", "previous", "intra", "bidirectional"}) {
-      const auto predictor = make_classical_predictor(kind);
-      for (auto quantizer : {QuantizerKind::Linear, QuantizerKind::Interval})
-        for (const auto& bound : bounds) {
-          CodingSettings settings;
-          settings.bound = bound;
-          settings.quantizer = quantizer;
-          INFO(kind << " " << codecs::describe(bound) << " quantizer " << int(quantizer) << " max " << shape.max_value
-                    << " channels " << shape.channels);
-          const auto decoded = round_trip(*predictor, shape, frames, settings);
-          if (bound.mode == BoundMode::Lossless) REQUIRE(decoded == frames);
-          check_bound(bound, shape, frames, decoded);
-        }
-    }
-  }
+  check_bounds_hold({FrameShape{48, 40, 1, 255}, FrameShape{24, 20, 3, 255}, FrameShape{32, 24, 1, 65535}}, 9, 7,
+                    {"auto", "previous", "intra", "bidirectional"}, bounds);
 }
 
 TEST_CASE("GOPs of different lengths are coded in one batch", "[gop]") {
