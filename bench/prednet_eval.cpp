@@ -27,8 +27,8 @@ int main(int argc, char** argv) {
       s.shape = {g.width, g.height, g.channels, g.max_value()};
       s.name = argv[i];
       for (std::size_t f = 0; f < source->frame_count(); ++f) {
-        const tezip::Pixels pixels = source->read(f).pixels;
-        s.frames.emplace_back(pixels.begin(), pixels.end());
+        const tezip::Frame frame = source->read(f);
+        s.frames.emplace_back(frame.pixels.begin(), frame.pixels.end());
       }
       const auto q = tezip::evaluate_forecasts(model, {s}, held_out, warmup);
       std::printf("| %s (%ux%u, %u ch) | %llu | %.6f | %.6f | %.6f | %.3f |\n", argv[i], g.width, g.height, g.channels,

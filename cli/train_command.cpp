@@ -103,8 +103,8 @@ std::vector<TrainingSequence> load_sequences(const std::vector<std::string>& inp
       s.shape = FrameShape{g.width, g.height, g.channels, g.max_value()};
       s.name = source->name().empty() ? input : input + "/" + source->name();
       for (std::size_t i = 0; i < source->frame_count(); ++i) {
-        const Pixels pixels = source->read(i).pixels;
-        s.frames.emplace_back(pixels.begin(), pixels.end());
+        const Frame frame = source->read(i);
+        s.frames.emplace_back(frame.pixels.begin(), frame.pixels.end());
       }
       if (verbose)
         std::printf("%s: %zu frames of %ux%u, %u channel(s), max %u\n", s.name.c_str(), s.frames.size(), g.width, g.height,

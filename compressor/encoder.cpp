@@ -63,8 +63,8 @@ AdaptResult adapt_to_input(const std::filesystem::path& input, const CompressOpt
       seq.shape = shape_of(sources[s]->geometry());
       seq.name = sources[s]->name() + (windows[s].size() > 1 ? "@" + std::to_string(w.first) : "");
       for (std::size_t i = w.first; i < w.first + w.count; ++i) {
-        const Pixels pixels = sources[s]->read(i).pixels;
-        seq.frames.emplace_back(pixels.begin(), pixels.end());
+        const Frame frame = sources[s]->read(i);
+        seq.frames.emplace_back(frame.pixels.begin(), frame.pixels.end());
       }
       sequences.push_back(std::move(seq));
     }

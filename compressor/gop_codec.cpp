@@ -39,6 +39,13 @@ constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag | kMotionF
 // unknown chunk version.
 constexpr std::uint8_t kPixelChunk = 0x80;
 
+// `count` frames of `size` pixels, not zeroed: for frames that are written whole before they are read.
+std::vector<Pixels> unwritten_frames(std::size_t count, std::size_t size) {
+  std::vector<Pixels> frames(count);
+  for (auto& frame : frames) frame = Pixels(size);
+  return frames;
+}
+
 // Where one plane's symbols went, as recorded in the chunk header.
 struct PlaneRecord {
   std::uint32_t tolerance = 0;
@@ -577,8 +584,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     far_reference[g].assign(frames.size(), kNoFrame);
     for (const auto& f : frames)
       if (f.size() != shape.size()) throw std::invalid_argument("frame size differs from the GOP's shape");
-    encoded[g].reconstruction.resize(frames.size());
-    for (auto& frame : encoded[g].reconstruction) frame = Pixels(shape.size());  // every plane is written
+    encoded[g].reconstruction = unwritten_frames(frames.size(), shape.size());  // every plane is coded below
     coded[g].planes.resize(frames.size());
     for (std::uint32_t c = 0; c < shape.channels; ++c) code_plane(g, 0, c, {});
     states[g] = predictor.begin_gop(shape, encoded[g].reconstruction[0]);
@@ -705,8 +711,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     }
     in.expect_end();
     literals.emplace_back(s.literals);
-    frames[g].resize(count);
-    for (auto& frame : frames[g]) frame = Pixels(shape.size());  // every plane is reconstructed
+    frames[g] = unwritten_frames(count, shape.size());  // every plane is reconstructed below
   }
 
   std::vector<std::size_t> map_pos(chunks.size(), 0), motion_pos(chunks.size(), 0);
@@ -962,8 +967,7 @@ GopFrames decode_pixel_chunk(const FrameShape& shape, std::span<const std::uint8
                           ? codecs::decompress_zstd_frame(payload, bytes, bytes, "pixel chunk")
                           : codecs::decompress_lzma_frame(payload, bytes, bytes, "pixel chunk");
   in.expect_end();
-  GopFrames frames(count);
-  for (auto& frame : frames) frame = Pixels(shape.size());  // unpacked whole below
+  GopFrames frames = unwritten_frames(count, shape.size());  // unpacked whole below
   for (std::size_t t = 0; t < count; ++t)
     codecs::unpack_samples(std::span<const std::uint8_t>(packed).subspan(t * frame_bytes, frame_bytes), shape.max_value,
                            frames[t]);

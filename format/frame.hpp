@@ -44,8 +44,8 @@ struct UninitializedAllocator : std::allocator<T> {
 };
 
 // A frame's pixels. Pixels(n) is not zeroed: every producer writes each pixel (a source reading a
-// file, the decoder reconstructing a GOP), and zero-filling each decoded frame first was 15-19% of
-// decoding castle and vtest (docs/performance.md). Pixels(n, 0) where zeros are meant.
+// file, the decoder reconstructing a GOP); the decoder no longer copies a zeroed frame into each
+// of its outputs first (docs/performance.md, "Page faults"). Pixels(n, 0) where zeros are meant.
 using Pixels = std::vector<std::uint16_t, UninitializedAllocator<std::uint16_t>>;
 
 // One frame: pixels in planar order (channel 0 plane, then channel 1, ...), whatever the

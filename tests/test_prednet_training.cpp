@@ -35,8 +35,8 @@ std::vector<tezip::TrainingSequence> mire() {
     s.shape = {g.width, g.height, g.channels, g.max_value()};
     s.name = "mire";
     for (std::size_t i = 0; i < source->frame_count(); ++i) {
-      const tezip::Pixels pixels = source->read(i).pixels;
-      s.frames.emplace_back(pixels.begin(), pixels.end());
+      const tezip::Frame frame = source->read(i);
+      s.frames.emplace_back(frame.pixels.begin(), frame.pixels.end());
     }
     out.push_back(std::move(s));
   }
