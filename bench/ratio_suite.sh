@@ -3,11 +3,12 @@
 # each archive verified against its input (max error printed). One line per run:
 #   LABEL DATA MODE ratio R SECONDS max_error=E
 # Usage: bench/ratio_suite.sh LABEL [tezip compress options...]   (e.g. --coder best, --profile max)
-# vtest is its first 100 frames (as in docs/defaults.md). Needs build/tezip and datasets/fetch's
-# datasets in .cache/datasets.
+# vtest is its first 100 frames (as in docs/defaults.md). Needs build/tezip (or the binary in
+# $TEZIP) and datasets/fetch's datasets in .cache/datasets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 label=${1:-default}
+tezip=${TEZIP:-./build/tezip}
 shift || true
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -24,10 +25,10 @@ for d in .cache/datasets/mire2 .cache/datasets/mmnist/mmnist.npy .cache/datasets
   for m in lossless "abs --bound 2"; do
     s=$(date +%s.%N)
     # shellcheck disable=SC2086
-    ./build/tezip compress "$d" -o "$work/x.tzp" -f --mode $m -q -T 2 "$@"
+    "$tezip" compress "$d" -o "$work/x.tzp" -f --mode $m -q -T 2 "$@"
     e=$(date +%s.%N)
-    r=$(./build/tezip info "$work/x.tzp" | grep -m1 -o "ratio [0-9.]*")
-    v=$(./build/tezip verify -T 2 "$work/x.tzp" --against "$d" 2>&1 | grep -o "max_error=[0-9]*\|error.*" | head -1)
+    r=$("$tezip" info "$work/x.tzp" | grep -m1 -o "ratio [0-9.]*")
+    v=$("$tezip" verify -T 2 "$work/x.tzp" --against "$d" 2>&1 | grep -o "max_error=[0-9]*\|error.*" | head -1)
     name=$d
     [ "$d" = "$work/v100" ] && name="vtest (100 frames)"
     printf "%-8s %-36s %-8s %s %.1fs %s\n" "$label" "$name" "${m%% *}" "$r" "$(echo "$e - $s" | bc)" "$v"

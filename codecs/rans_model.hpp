@@ -18,8 +18,9 @@ inline constexpr std::uint32_t kSlotMask = kProbScale - 1;
 inline constexpr std::uint32_t kStateLow = std::uint32_t{1} << 16;  // states live in [kStateLow, 2^32)
 inline constexpr int kMaxTokens = 128;                               // a token fits in 7 bits of a table entry
 inline constexpr int kMaxContexts = 16;
-// Activity is 2 left + 2 up + up-left + up-right tokens (or 3 + 2 + 1 of the last three in 1-D).
-inline constexpr std::uint32_t kActivityRange = 6 * (kMaxTokens - 1) + 1;
+// Activity is 2 left + 2 up + up-left + up-right tokens (or 3 + 2 + 1 of the last three in 1-D);
+// the striped coder's eight-neighbour shape adds the tokens two to the left and two rows up.
+inline constexpr std::uint32_t kActivityRange = 8 * (kMaxTokens - 1) + 1;
 
 // Ranks below 2^split are tokens of their own; above, the token is the exponent and the top `msb`
 // mantissa bits, the lower mantissa bits go raw (JPEG XL's hybrid integers). Measured on Laplacian

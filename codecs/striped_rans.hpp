@@ -17,9 +17,16 @@ namespace tezip::codecs {
 // The rows go in segments of `segment_rows` (a plane; 0: one segment), each cut into the same
 // number of stripes, so that a decoder delivers a whole segment at a time, in order, while the
 // rANS states and the word streams run on across segments.
+// The neighbours whose tokens sum to a symbol's activity (its context): `six` (2 left + 2 up +
+// up-left + up-right, all that streams before chunk version 5 use) or `eight` (six, plus the token
+// two to the left and the one two rows up). `measured`: the encoder estimates the stream's size
+// under both and takes the smaller.
+enum class StripedContext { six, eight, measured };
+
 // `ranks.size()` must be a multiple of row_width (> 0). All ranks must be < alphabet_size.
 std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
-                                              std::size_t segment_rows, std::uint64_t alphabet_size);
+                                              std::size_t segment_rows, std::uint64_t alphabet_size,
+                                              StripedContext context = StripedContext::measured);
 
 // Decodes a stream of `count` ranks (or, with `symbol_of_rank`, their symbols) segment by segment,
 // through the kernels of `path` (simd_supported(path) must hold). Throws CodecError on anything the

@@ -18,7 +18,9 @@ namespace {
 
 using codecs::PlaneTransform;
 
-constexpr std::uint8_t kChunkVersion = 4;  // 2: per-block forecast maps; 3: channel deltas; 4: coded motion
+// 2: per-block forecast maps; 3: channel deltas; 4: coded motion; 5: the striped rANS coder's
+// eight-neighbour context (codecs/striped_rans.hpp), which older readers would misread.
+constexpr std::uint8_t kChunkVersion = 5;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
@@ -34,7 +36,7 @@ constexpr std::uint8_t kChannelDeltaFlag = 0x20;
 constexpr std::uint8_t kMotionFlag = 0x40;
 constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag | kMotionFlag;
 // The first byte of a pixel chunk (codecs/pixel_frames.hpp), where a predictive chunk has its
-// version (2-4): the GOP's frames as they are (bounded modes: snapped to bins within each plane's
+// version (2-5): the GOP's frames as they are (bounded modes: snapped to bins within each plane's
 // tolerance), in one zstd (or, with --coder best, LZMA) frame. Older readers refuse it as an
 // unknown chunk version.
 constexpr std::uint8_t kPixelChunk = 0x80;

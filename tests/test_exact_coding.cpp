@@ -4,11 +4,13 @@
 // (training, float32, version-1 model files) says so. Runs in the torch-free build too.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "codecs/simd.hpp"
 #include "compressor/decoder.hpp"
 #include "format/archive.hpp"
 #include "predictor/model_file.hpp"
@@ -83,6 +85,31 @@ TEST_CASE("archives written by the torch engine of tezip 7e1b983 decode bit for 
       CHECK(run.code == 0);
       CHECK_THAT(run.output, Contains("checksums ok") && Contains("bound holds"));
     }
+  }
+}
+
+TEST_CASE("an archive of chunk version 4 (six-neighbour striped contexts) still decodes bit for bit", "[exact][cli]") {
+  // tests/data/README.md: the first 4 frames of the vtest sample, lossless, by tezip 853e7c0.
+  test::TempDir dir;
+  const fs::path frames = dir / "frames";
+  fs::create_directories(frames);
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(kSamples / "vtest")) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() >= 4);
+  for (std::size_t i = 0; i < 4; ++i) fs::copy_file(files[i], frames / files[i].filename());
+  const fs::path archive = kFixtures / "vtest4-chunk4-lossless.tzp";
+  const auto report = verify(archive, frames, 1);
+  for (const auto& failure : report.failures) UNSCOPED_INFO(failure);
+  CHECK(report.failures.empty());
+  CHECK(report.frames == 4);
+  CHECK(report.max_error == 0);
+  std::vector<std::string> paths = {"TEZIP_SIMD=portable"};
+  if (codecs::simd_supported(codecs::SimdPath::avx2)) paths.push_back("TEZIP_SIMD=avx2");
+  for (const auto& path : paths) {
+    const auto run = test::tezip_cli("verify " + test::quote(archive) + " --against " + test::quote(frames), path);
+    CHECK(run.code == 0);
+    CHECK_THAT(run.output, Contains("max_error=0"));
   }
 }
 

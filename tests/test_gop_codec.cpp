@@ -208,7 +208,7 @@ TEST_CASE("colour channels whose residuals move together are coded as difference
       // The chunk header (version, quantizer, plane count, then per plane tolerance, mode, runs)
       // marks channels 1 and 2 of every frame as differences (mode flag 0x20), channel 0 never.
       ByteReader in(coded[0].bytes, "chunk");
-      CHECK(in.u8() == 4);
+      CHECK(in.u8() == 5);
       in.u8();  // quantizer
       in.u8();  // predictor choice
       const std::size_t planes = in.varint();
