@@ -24,7 +24,11 @@
 //   varint  rows per segment S (the last segment may be shorter)
 //   u8      stripe count L, 1..kMaxLanes, in bits 0-6; the rows of each segment are cut into
 //           stripes, stripe l holding its rows [floor(l S / L), floor((l + 1) S / L)); bit 7: the
-//           eight-neighbour context (chunk version 5), else the six-neighbour one
+//           eight-neighbour context (chunk version 5), else the six-neighbour one; bit 6: table
+//           sets (chunk version 5), then:
+//             u8 K      table sets, 2..kMaxTableSets (the model above is set 0)
+//             K - 1     models of sets 1..K-1, with set 0's context count and thresholds
+//             N x u8    the set of each of the N segments, < K
 //   L x u32 the final rANS state of each stripe (little-endian)
 //   G       varints (G = ceil(L / 8)): the byte size of each group's word stream
 //   L       varints: the byte size of each stripe's extra-bit stream
@@ -58,8 +62,11 @@ constexpr std::uint32_t kSimdMaxExtraBits = 24;
 // maps 1.3% at 8 stripes and 0.2% at 2. 16 stripes decode vtest 1.15x faster than 8 (SIMD decoding
 // is 2-3x the portable one's speed): up to 1% of size for that (docs/performance.md).
 constexpr double kMaxStripeCost = 0.01;
-// The stripe-count byte's flag for the eight-neighbour context.
+// The stripe-count byte's flags: the eight-neighbour context, several table sets.
 constexpr std::uint8_t kEightNeighbours = 0x80;
+constexpr std::uint8_t kTableSets = 0x40;
+constexpr std::size_t kMaxTableSets = 8;
+constexpr std::size_t kTableSize = kMaxContexts * kMaxTokens;  // counts and frequencies of one set
 
 // The stripes of a segment's rows and their lengths, which differ by at most one.
 struct Stripes {
@@ -81,7 +88,8 @@ std::size_t group_count(std::size_t lanes) { return (lanes + kGroup - 1) / kGrou
 // token's cumulative frequency (bits 7-17) and the token's frequency (bits 20-31), so that a symbol
 // costs one table load after the context's.
 struct Tables {
-  std::array<std::uint32_t, kMaxContexts * kProbScale> entries;
+  std::vector<std::uint32_t> entries;  // kMaxContexts * kProbScale per table set
+  const std::uint32_t* current = nullptr;  // the set of the segment being decoded
   std::array<std::uint32_t, kActivityRange> context_base;  // activity -> context << kProbBits
   std::array<std::uint32_t, kMaxTokens> base;
   std::array<std::uint32_t, kMaxTokens> extra_bits;
@@ -159,7 +167,7 @@ void decode_row_portable(const Tables& t, const std::uint16_t* above, std::uint1
         continue;
       }
       std::uint32_t& x = s.x[l];
-      const std::uint32_t e = t.entries[t.context_base[ab[l] + 2 * left[l] + (left2[l] & wide_mask)] + (x & kSlotMask)];
+      const std::uint32_t e = t.current[t.context_base[ab[l] + 2 * left[l] + (left2[l] & wide_mask)] + (x & kSlotMask)];
       const std::uint32_t token = e & 0x7F;
       x = (e >> 20) * (x >> kProbBits) + ((e >> 7) & kSlotMask);
       if (x < kStateLow) {
@@ -231,7 +239,7 @@ template <int G>
   const __m256i msb_mask = _mm256_set1_epi32((1 << kScheme.msb_bits) - 1), msb_pow = _mm256_set1_epi32(1 << kScheme.msb_bits);
   const __m256i extra_low = _mm256_set1_epi32(kScheme.split_exp - kScheme.msb_bits);
   const __m256i max_v = _mm256_set1_epi32(static_cast<int>(max_rank));
-  const int* entries = reinterpret_cast<const int*>(t.entries.data());
+  const int* entries = reinterpret_cast<const int*>(t.current);
   const __m256i bias = _mm256_set1_epi32(254), fifteen = _mm256_set1_epi32(kMaxContexts - 1);
   const int* symbol_table = reinterpret_cast<const int*>(symbols);
   const int* extra = reinterpret_cast<const int*>(s.extra);
@@ -369,7 +377,7 @@ std::size_t striped_rans_lanes(std::size_t rows, std::size_t row_width) {
 
 std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
                                               std::size_t segment_rows, std::uint64_t alphabet_size,
-                                              StripedContext context) {
+                                              StripedContext context, std::size_t segment_period) {
   if (row_width == 0 || ranks.size() % row_width != 0) {
     throw std::invalid_argument("encode_striped_rans: the symbols are not whole rows");
   }
@@ -535,12 +543,52 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
       fn(first, Stripes(lanes, count));
     }
   };
-  std::vector<std::uint64_t> counts(kMaxContexts * kMaxTokens, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    index[i] = static_cast<std::uint16_t>(index[i] * kMaxTokens + tokens[i]);
-    ++counts[index[i]];
+  const std::size_t segments = (rows + segment_rows - 1) / segment_rows;
+  std::vector<std::uint64_t> segment_counts(segments * kTableSize, 0);
+  for (std::size_t segment = 0; segment < segments; ++segment) {
+    std::uint64_t* c = segment_counts.data() + segment * kTableSize;
+    for (std::size_t i = segment * segment_rows * width; i < std::min(n, (segment + 1) * segment_rows * width); ++i) {
+      index[i] = static_cast<std::uint16_t>(index[i] * kMaxTokens + tokens[i]);
+      ++c[index[i]];
+    }
   }
-  const ContextModel model = build_model(counts, token_count, kHalfOctaveThresholds);
+  // Table sets: one, or one per class of segment where the segments' statistics differ more than
+  // the extra tables cost. The candidates follow the planes' structure (segment_period channels):
+  // one set; a set per channel; and the key frame's channels apart. Chosen by the estimate, each
+  // set's stored model counted.
+  std::vector<std::vector<std::uint8_t>> groupings{std::vector<std::uint8_t>(segments, 0)};
+  if (segment_period > 1 && segment_period <= kMaxTableSets && segments > segment_period) {
+    std::vector<std::uint8_t> by_channel(segments), key_apart(segments);
+    for (std::size_t k = 0; k < segments; ++k) {
+      by_channel[k] = static_cast<std::uint8_t>(k % segment_period);
+      key_apart[k] = static_cast<std::uint8_t>(k < segment_period ? segment_period + k : k % segment_period);
+    }
+    groupings.push_back(std::move(by_channel));
+    if (2 * segment_period <= kMaxTableSets && segments > 2 * segment_period) groupings.push_back(std::move(key_apart));
+  }
+  std::vector<ContextModel> models;
+  std::vector<std::uint8_t> set_of;
+  double best_cost = HUGE_VAL;
+  for (auto& grouping : groupings) {
+    const std::size_t sets = grouping.empty() ? 1 : std::size_t{*std::max_element(grouping.begin(), grouping.end())} + 1;
+    std::vector<std::vector<std::uint64_t>> counts(sets, std::vector<std::uint64_t>(kTableSize, 0));
+    for (std::size_t k = 0; k < segments; ++k)
+      for (std::size_t j = 0; j < kTableSize; ++j) counts[grouping[k]][j] += segment_counts[k * kTableSize + j];
+    std::vector<ContextModel> candidate;
+    double cost = sets > 1 ? 8.0 * double(1 + segments) : 0.0;
+    std::vector<std::uint8_t> stored;
+    for (const auto& c : counts) {
+      candidate.push_back(build_model(c, token_count, kHalfOctaveThresholds));
+      stored.clear();
+      write_model(candidate.back(), stored);
+      cost += estimated_bits(c) + 8.0 * double(stored.size());
+    }
+    if (cost < best_cost) {
+      best_cost = cost;
+      models = std::move(candidate);
+      set_of = std::move(grouping);
+    }
+  }
 
   std::vector<BitWriter> extras(lanes);
   for_each_segment([&](std::size_t first, const Stripes& stripes) {
@@ -558,10 +606,11 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   state.fill(kStateLow);
   std::array<std::vector<std::uint16_t>, kMaxGroups> words;
   for (auto& w : words) w.reserve(n / (2 * lanes) + 64);
-  const std::uint32_t* freq = model.freq.data();
-  const std::uint32_t* cumul = model.cumul.data();
-  const std::uint64_t* reciprocals = model.reciprocals.data();
-  for (std::size_t segment = (rows + segment_rows - 1) / segment_rows; segment-- > 0;) {
+  for (std::size_t segment = segments; segment-- > 0;) {
+    const ContextModel& model = models[set_of[segment]];
+    const std::uint32_t* freq = model.freq.data();
+    const std::uint32_t* cumul = model.cumul.data();
+    const std::uint64_t* reciprocals = model.reciprocals.data();
     const std::size_t first = segment * segment_rows;
     const Stripes stripes(lanes, std::min(segment_rows, rows - first));
     for (std::size_t r = stripes.longest; r-- > 0;) {
@@ -578,9 +627,14 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   }
 
   std::vector<std::uint8_t> out;
-  write_model(model, out);
+  write_model(models[0], out);
   append_varint(segment_rows, out);
-  out.push_back(static_cast<std::uint8_t>(lanes | (wide ? kEightNeighbours : 0)));
+  out.push_back(static_cast<std::uint8_t>(lanes | (wide ? kEightNeighbours : 0) | (models.size() > 1 ? kTableSets : 0)));
+  if (models.size() > 1) {
+    out.push_back(static_cast<std::uint8_t>(models.size()));
+    for (std::size_t k = 1; k < models.size(); ++k) write_model(models[k], out);
+    out.insert(out.end(), set_of.begin(), set_of.end());
+  }
   for (std::size_t l = 0; l < lanes; ++l) append_u32le(state[l], out);
   std::vector<std::vector<std::uint8_t>> extra_bytes;
   for (auto& e : extras) extra_bytes.push_back(e.finish());
@@ -607,9 +661,10 @@ struct StripedRansDecoder::State {
   SimdPath path = SimdPath::portable;
   bool simd = false;  // the AVX2 kernel can run this stream (lanes, scheme, alphabet, offsets)
   bool wide = false;  // the eight-neighbour context
+  std::vector<std::uint8_t> set_of;  // the table set of each segment
   RowBuffers row_buffers{0, 0}, first_row_tokens{0, 0};
 
-  void decode_segment(std::size_t count, std::uint32_t* out);
+  void decode_segment(std::size_t count, std::uint32_t* out, const std::uint32_t* next_table);
 };
 
 StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std::size_t row_width, std::size_t count,
@@ -627,7 +682,7 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
   st.width = row_width;
   st.rows = count / row_width;
   std::size_t pos = 0;
-  const ContextModel model = read_model(bytes, pos, alphabet_size);
+  ContextModel first_model = read_model(bytes, pos, alphabet_size);
   const std::uint64_t segment_rows = read_varint(bytes, pos);
   if (segment_rows == 0 || segment_rows > std::max<std::size_t>(st.rows, 1)) {
     throw CodecError("striped rans coder: bad segment size");
@@ -635,8 +690,31 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
   st.segment_rows = segment_rows;
   if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
   st.wide = (bytes[pos] & kEightNeighbours) != 0;
-  st.lanes = bytes[pos++] & ~kEightNeighbours;
+  const bool table_sets = (bytes[pos] & kTableSets) != 0;
+  st.lanes = bytes[pos++] & ~(kEightNeighbours | kTableSets);
   if (st.lanes < 1 || st.lanes > kMaxLanes) throw CodecError("striped rans coder: bad stripe count");
+  std::vector<ContextModel> models;
+  models.push_back(std::move(first_model));
+  const std::size_t segments = (st.rows + st.segment_rows - 1) / st.segment_rows;
+  st.set_of.assign(segments, 0);
+  if (table_sets) {
+    if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
+    const std::size_t sets = bytes[pos++];
+    if (sets < 2 || sets > kMaxTableSets) throw CodecError("striped rans coder: bad table set count");
+    for (std::size_t k = 1; k < sets; ++k) {
+      models.push_back(read_model(bytes, pos, alphabet_size));
+      if (models[k].contexts != models[0].contexts || models[k].thresholds != models[0].thresholds ||
+          models[k].scheme.byte() != models[0].scheme.byte()) {
+        throw CodecError("striped rans coder: table sets with different contexts");
+      }
+    }
+    if (bytes.size() - pos < segments) throw CodecError("striped rans coder: truncated table set map");
+    for (std::size_t k = 0; k < segments; ++k) {
+      st.set_of[k] = bytes[pos++];
+      if (st.set_of[k] >= sets) throw CodecError("striped rans coder: bad table set");
+    }
+  }
+  const ContextModel& model = models[0];
 
   Tables& t = st.tables;
   const ClassTable classes = class_table(model.threshold_span());
@@ -648,18 +726,22 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
     model.scheme.describe(k, t.base[k], n);
     t.extra_bits[k] = n;
   }
-  for (std::size_t c = 0; c < kMaxContexts; ++c) {
-    std::uint32_t* e = t.entries.data() + c * kProbScale;
-    const std::uint32_t* f = model.freq.data() + std::min(c, model.contexts - 1) * kMaxTokens;
-    const std::uint32_t* cu = model.cumul.data() + std::min(c, model.contexts - 1) * kMaxTokens;
-    if (c >= model.contexts || std::all_of(f, f + model.token_count, [](std::uint32_t v) { return v == 0; })) {
-      // A context no valid stream reaches: decode safely anyway (the state stays the same).
-      for (std::uint32_t slot = 0; slot < kProbScale; ++slot) e[slot] = entry(0, slot, kProbScale);
-      continue;
+  t.entries.resize(models.size() * kMaxContexts * kProbScale);
+  for (std::size_t set = 0; set < models.size(); ++set)
+    for (std::size_t c = 0; c < kMaxContexts; ++c) {
+      const ContextModel& m = models[set];
+      std::uint32_t* e = t.entries.data() + (set * kMaxContexts + c) * kProbScale;
+      const std::uint32_t* f = m.freq.data() + std::min(c, m.contexts - 1) * kMaxTokens;
+      const std::uint32_t* cu = m.cumul.data() + std::min(c, m.contexts - 1) * kMaxTokens;
+      if (c >= m.contexts || std::all_of(f, f + m.token_count, [](std::uint32_t v) { return v == 0; })) {
+        // A context no valid stream reaches: decode safely anyway (the state stays the same).
+        for (std::uint32_t slot = 0; slot < kProbScale; ++slot) e[slot] = entry(0, slot, kProbScale);
+        continue;
+      }
+      for (std::uint32_t k = 0; k < m.token_count; ++k)
+        for (std::uint32_t slot = cu[k]; slot < cu[k] + f[k]; ++slot) e[slot] = entry(k, slot - cu[k], f[k]);
     }
-    for (std::uint32_t k = 0; k < model.token_count; ++k)
-      for (std::uint32_t slot = cu[k]; slot < cu[k] + f[k]; ++slot) e[slot] = entry(k, slot - cu[k], f[k]);
-  }
+  t.current = t.entries.data();
 
   LaneStates& s = st.lanes_state;
   if (bytes.size() - pos < 4 * st.lanes) throw CodecError("striped rans coder: truncated states");
@@ -722,10 +804,14 @@ void StripedRansDecoder::decode(std::span<std::uint32_t> out) {
   while (rows > 0) {
     // Segments are decoded whole: a request must end on a segment boundary or at the stream's end.
     const std::size_t count = std::min(st.segment_rows, st.rows - st.rows_done);
+    const std::size_t segment = st.rows_done / st.segment_rows;
+    auto table = [&](std::size_t k) { return st.tables.entries.data() + st.set_of[k] * kMaxContexts * kProbScale; };
+    st.tables.current = table(segment);
+    const std::uint32_t* next = segment + 1 < st.set_of.size() && st.set_of[segment + 1] != st.set_of[segment] ? table(segment + 1) : nullptr;
     // The segment height comes from the stream: a stream whose segments do not fit the caller's
     // requests (a plane at a time) is damaged, not misused (found by tests/fuzz, target chunk).
     if (count > rows) throw CodecError("striped rans: a segment runs past the plane requested");
-    st.decode_segment(count, o);
+    st.decode_segment(count, o, next);
     o += count * st.width;
     rows -= count;
     st.rows_done += count;
@@ -752,8 +838,13 @@ void StripedRansDecoder::finish() {
   if (s.over != 0) throw CodecError("striped rans coder: rank outside the alphabet");
 }
 
-void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t* out) {
+void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t* out, const std::uint32_t* next_table) {
   const Stripes stripes(lanes, count);
+  // The next segment's table set, when it is another, is brought into cache a slice per row step
+  // (a set left for a plane or two has been evicted by the planes' symbols in between).
+  constexpr std::size_t kLine = 64 / sizeof(std::uint32_t), kLines = kMaxContexts * kProbScale / kLine;
+  const std::size_t lines_per_step = (kLines + stripes.longest - 1) / std::max<std::size_t>(stripes.longest, 1);
+  std::size_t prefetched = 0;
   const Tables& t = tables;
   LaneStates& s = lanes_state;
   const std::uint32_t* map = symbols.empty() ? nullptr : symbols.data();
@@ -806,6 +897,9 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
     next_above(b.tokens, !wide ? nullptr : r == 0 ? &first_row_tokens.tokens : &b.previous, lanes, b.above);
     if (r == 0) first_row_tokens.tokens = b.tokens;
     if (wide) std::swap(b.tokens, b.previous);
+    if (next_table != nullptr)
+      for (std::size_t end = std::min(kLines, prefetched + lines_per_step); prefetched < end; ++prefetched)
+        __builtin_prefetch(next_table + prefetched * kLine, 0, 2);
   }
 }
 

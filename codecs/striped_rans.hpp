@@ -24,9 +24,13 @@ namespace tezip::codecs {
 enum class StripedContext { six, eight, measured };
 
 // `ranks.size()` must be a multiple of row_width (> 0). All ranks must be < alphabet_size.
+// `segment_period`: segments come in cycles of this many (a frame's channels, when segments are
+// planes); the encoder then also estimates a table set per channel, and the key frame's apart, and
+// stores them where they make the stream smaller (colour planes; a gray stream has one set).
 std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
                                               std::size_t segment_rows, std::uint64_t alphabet_size,
-                                              StripedContext context = StripedContext::measured);
+                                              StripedContext context = StripedContext::measured,
+                                              std::size_t segment_period = 1);
 
 // Decodes a stream of `count` ranks (or, with `symbol_of_rank`, their symbols) segment by segment,
 // through the kernels of `path` (simd_supported(path) must hold). Throws CodecError on anything the

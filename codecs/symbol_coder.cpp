@@ -170,7 +170,8 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
     const bool rows = row_width > 0 && count % row_width == 0;
     if (options.allow_rans) {
       // Rows go to the striped coder, which SIMD kernels decode; 1-D streams to the 2-lane one.
-      rans_payload = rows ? encode_striped_rans(remap.ranks, row_width, options.segment_rows, remap.rank_to_symbol.size())
+      rans_payload = rows ? encode_striped_rans(remap.ranks, row_width, options.segment_rows, remap.rank_to_symbol.size(),
+                                                StripedContext::measured, options.segment_period)
                           : encode_rans(remap.ranks, row_width, remap.rank_to_symbol.size());
       local.rans_bytes = header.size() + rans_payload.size();
     }

@@ -36,6 +36,9 @@ struct SymbolCoderOptions {
   // Rows per segment for the striped rANS coder (a plane, so that a SymbolReader delivers plane by
   // plane); 0: the whole stream is one segment.
   std::size_t segment_rows = 0;
+  // Segments come in cycles of this many (a frame's channel planes): the striped coder may give
+  // each its own frequency tables.
+  std::size_t segment_period = 1;
 };
 
 struct SymbolCoderStats {

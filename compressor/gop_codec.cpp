@@ -117,6 +117,7 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
   options.allow_rans = settings.rans_coder;
   options.allow_lzma = settings.lzma_coder;
   options.segment_rows = shape.height;  // a plane: the decoder takes the symbols plane by plane
+  options.segment_period = shape.channels;
   codecs::SymbolCoderStats coder_stats;
   std::vector<std::uint32_t> zigzagged = zigzag_all(g.symbols);
   decltype(g.symbols)().swap(g.symbols);  // its memory back before the coder needs its own
