@@ -74,10 +74,10 @@ std::uint8_t stripe_byte(const std::vector<std::uint8_t>& bytes, std::uint64_t a
 
 }  // namespace
 
-TEST_CASE("striped rans picks 16 stripes for planes of 128 rows or more, 8 from 64, else 1", "[codecs][striped]") {
+TEST_CASE("striped rans picks 16 stripes for planes of 96 rows or more, 8 from 64, else 1", "[codecs][striped]") {
   CHECK(striped_rans_lanes(288, 384) == 16);
-  CHECK(striped_rans_lanes(128, 1) == 16);
-  CHECK(striped_rans_lanes(127, 1000) == 8);
+  CHECK(striped_rans_lanes(96, 1) == 16);
+  CHECK(striped_rans_lanes(95, 1000) == 8);
   CHECK(striped_rans_lanes(64, 64) == 8);
   CHECK(striped_rans_lanes(63, 64) == 1);
   CHECK(striped_rans_lanes(1, 1) == 1);
