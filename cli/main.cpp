@@ -221,7 +221,6 @@ CompressOptions coding_options(const cxxopts::ParseResult& args) {
   }
   compress.coding.adaptive_coder = coder == "best";
   compress.coding.lzma_coder = coder == "best";
-  if (coder == "best") compress.coding.zstd_win_margin = 1.15;
   compress.coding.rans_coder = coder != "zstd";
   const auto motion = args["motion"].as<std::string>();
   if (motion != "on" && motion != "off") throw UsageError("--motion must be on or off");

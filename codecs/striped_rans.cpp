@@ -24,11 +24,13 @@
 //   varint  rows per segment S (the last segment may be shorter)
 //   u8      stripe count L, 1..kMaxLanes, in bits 0-6; the rows of each segment are cut into
 //           stripes, stripe l holding its rows [floor(l S / L), floor((l + 1) S / L)); bit 7: the
-//           eight-neighbour context (chunk version 5), else the six-neighbour one; bit 6: table
-//           sets (chunk version 5), then:
-//             u8 K      table sets, 2..kMaxTableSets (the model above is set 0)
-//             K - 1     models of sets 1..K-1, with set 0's context count and thresholds
-//             N x u8    the set of each of the N segments, < K
+//           eight-neighbour context (chunk version 5), else the six-neighbour one; bit 6: an
+//           options byte follows (chunk version 5):
+//             u8 O      bit 0: table sets; bit 1: left classes (C = 3, else C = 1)
+//             u8 K      table sets, 2..kMaxTableSets (bit 0 only; else K = 1)
+//             K C - 1   models 1..K C - 1 (the model above is model 0) with model 0's scheme,
+//                       context count and thresholds; model s C + c serves set s, left class c
+//             N x u8    the set of each of the N segments, < K (bit 0 only)
 //   L x u32 the final rANS state of each stripe (little-endian)
 //   G       varints (G = ceil(L / 8)): the byte size of each group's word stream
 //   L       varints: the byte size of each stripe's extra-bit stream
@@ -62,11 +64,21 @@ constexpr std::uint32_t kSimdMaxExtraBits = 24;
 // maps 1.3% at 8 stripes and 0.2% at 2. 16 stripes decode vtest 1.15x faster than 8 (SIMD decoding
 // is 2-3x the portable one's speed): up to 1% of size for that (docs/performance.md).
 constexpr double kMaxStripeCost = 0.01;
-// The stripe-count byte's flags: the eight-neighbour context, several table sets.
+// The stripe-count byte's flags: the eight-neighbour context, an options byte.
 constexpr std::uint8_t kEightNeighbours = 0x80;
-constexpr std::uint8_t kTableSets = 0x40;
+constexpr std::uint8_t kOptions = 0x40;
+// The options byte's flags: several table sets, the left token's class in the context.
+constexpr std::uint8_t kOptionTableSets = 0x01;
+constexpr std::uint8_t kOptionLeftClasses = 0x02;
 constexpr std::size_t kMaxTableSets = 8;
-constexpr std::size_t kTableSize = kMaxContexts * kMaxTokens;  // counts and frequencies of one set
+constexpr std::size_t kLeftClasses = 3;
+// The least estimated saving for which the encoder splits contexts by left classes (mire2: 2.0%
+// lossless, 2.9% at abs 2; decoding 0.93-0.98x as fast; docs/defaults.md).
+constexpr double kMinLeftClassGain = 0.01;
+constexpr std::size_t kTableSize = kMaxContexts * kMaxTokens;  // counts and frequencies of one model
+
+// The left token's class: 0 for zero, 1 odd, 2 even.
+constexpr std::uint32_t left_class(std::uint32_t token) { return token == 0 ? 0 : 2 - (token & 1); }
 
 // The stripes of a segment's rows and their lengths, which differ by at most one.
 struct Stripes {
@@ -154,9 +166,9 @@ void next_above(const std::vector<std::uint16_t>& tokens, const std::vector<std:
 // reads as zero and sets `overrun`.
 void decode_row_portable(const Tables& t, const std::uint16_t* above, std::uint16_t* tokens, std::uint32_t* values,
                          std::size_t width, std::size_t lanes, const std::uint32_t* active, const std::uint32_t* symbols,
-                         std::uint32_t max_rank, bool wide, LaneStates& s) {
+                         std::uint32_t max_rank, bool wide, bool left_classes, LaneStates& s) {
   std::array<std::uint32_t, kMaxLanes> left{}, left2{};
-  const std::uint32_t wide_mask = wide ? ~0u : 0u;
+  const std::uint32_t wide_mask = wide ? ~0u : 0u, class_mask = left_classes ? ~0u : 0u;
   for (std::size_t i = 0; i < width; ++i) {
     const std::uint16_t* ab = above + i * lanes;
     std::uint16_t* tk = tokens + (i + 1) * lanes;
@@ -167,7 +179,9 @@ void decode_row_portable(const Tables& t, const std::uint16_t* above, std::uint1
         continue;
       }
       std::uint32_t& x = s.x[l];
-      const std::uint32_t e = t.current[t.context_base[ab[l] + 2 * left[l] + (left2[l] & wide_mask)] + (x & kSlotMask)];
+      const std::uint32_t context = t.context_base[ab[l] + 2 * left[l] + (left2[l] & wide_mask)] +
+                                    ((left_class(left[l]) & class_mask) << (4 + kProbBits));
+      const std::uint32_t e = t.current[context + (x & kSlotMask)];
       const std::uint32_t token = e & 0x7F;
       x = (e >> 20) * (x >> kProbBits) + ((e >> 7) & kSlotMask);
       if (x < kStateLow) {
@@ -213,10 +227,11 @@ constexpr WordPermutations kWordPermutations;
 template <int G>
 [[gnu::target("avx2,popcnt")]] void decode_row_avx2(const Tables& t, const std::uint16_t* above, std::uint16_t* tokens,
                                                    std::uint32_t* values, std::size_t width, const std::uint32_t* symbols,
-                                                   std::uint32_t max_rank, bool wide, LaneStates& s) {
+                                                   std::uint32_t max_rank, bool wide, bool left_classes, LaneStates& s) {
   constexpr std::size_t L = kGroup * G;
   __m256i x[G], left[G], left2[G], offset[G], bit[G], limit[G], high = _mm256_setzero_si256();
-  const __m256i wide_mask = _mm256_set1_epi32(wide ? -1 : 0);
+  const __m256i wide_mask = _mm256_set1_epi32(wide ? -1 : 0), class_mask = _mm256_set1_epi32(left_classes ? -1 : 0);
+  const __m256i two = _mm256_set1_epi32(2);
   const std::uint8_t* p[G];
   for (int g = 0; g < G; ++g) {
     x[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.x.data() + kGroup * g));
@@ -253,7 +268,10 @@ template <int G>
       // of float(activity): 2 floor(log2 a) + the next bit for a >= 2, a itself below, at most 15.
       const __m256i octaves = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(activity)), 22), bias);
       const __m256i context = _mm256_min_epi32(_mm256_max_epi32(octaves, _mm256_min_epi32(activity, one)), fifteen);
-      const __m256i cb = _mm256_slli_epi32(context, kProbBits);
+      // The left token's class (left_class): 0 for zero, 2 - (token & 1) otherwise; 16 contexts each.
+      const __m256i nonzero = _mm256_and_si256(_mm256_cmpgt_epi32(left[g], zero), class_mask);
+      const __m256i left_class = _mm256_and_si256(nonzero, _mm256_sub_epi32(two, _mm256_and_si256(left[g], one)));
+      const __m256i cb = _mm256_slli_epi32(_mm256_add_epi32(context, _mm256_slli_epi32(left_class, 4)), kProbBits);
       const __m256i e = _mm256_i32gather_epi32(entries, _mm256_add_epi32(cb, _mm256_and_si256(x[g], slot_mask)), 4);
       const __m256i token = _mm256_and_si256(e, token_mask);
       left2[g] = left[g];
@@ -379,7 +397,8 @@ std::size_t striped_rans_lanes(std::size_t rows, std::size_t row_width) {
 
 std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
                                               std::size_t segment_rows, std::uint64_t alphabet_size,
-                                              StripedContext context, std::size_t segment_period) {
+                                              StripedContext context, std::size_t segment_period,
+                                              bool allow_left_classes) {
   if (row_width == 0 || ranks.size() % row_width != 0) {
     throw std::invalid_argument("encode_striped_rans: the symbols are not whole rows");
   }
@@ -545,19 +564,27 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
       fn(first, Stripes(lanes, count));
     }
   };
+  // Each symbol's table: its activity class and, with left classes, the class of its left token
+  // (zero, odd or even: after the rank remap, mostly the sign of the residual to the left, which
+  // the activity does not see; neighbouring residuals of noise through a spatial transform have
+  // opposite signs). Counted per segment, for each left class apart.
   const std::size_t segments = (rows + segment_rows - 1) / segment_rows;
-  std::vector<std::uint64_t> segment_counts(segments * kTableSize, 0);
+  std::vector<std::uint64_t> segment_counts(segments * kLeftClasses * kTableSize, 0);
   for (std::size_t segment = 0; segment < segments; ++segment) {
-    std::uint64_t* c = segment_counts.data() + segment * kTableSize;
-    for (std::size_t i = segment * segment_rows * width; i < std::min(n, (segment + 1) * segment_rows * width); ++i) {
-      index[i] = static_cast<std::uint16_t>(index[i] * kMaxTokens + tokens[i]);
-      ++c[index[i]];
+    std::uint64_t* c = segment_counts.data() + segment * kLeftClasses * kTableSize;
+    for (std::size_t row = segment * segment_rows; row < std::min(rows, (segment + 1) * segment_rows); ++row) {
+      std::uint32_t left = 0;
+      for (std::size_t i = row * width; i < (row + 1) * width; ++i) {
+        index[i] = static_cast<std::uint16_t>((left_class(left) * kMaxContexts + index[i]) * kMaxTokens + tokens[i]);
+        ++c[index[i]];
+        left = tokens[i];
+      }
     }
   }
   // Table sets: one, or one per class of segment where the segments' statistics differ more than
   // the extra tables cost. The candidates follow the planes' structure (segment_period channels):
-  // one set; a set per channel; and the key frame's channels apart. Chosen by the estimate, each
-  // set's stored model counted.
+  // one set; a set per channel; and the key frame's channels apart. Each with and without left
+  // classes; chosen by the estimate, every stored model counted.
   std::vector<std::vector<std::uint8_t>> groupings{std::vector<std::uint8_t>(segments, 0)};
   if (segment_period > 1 && segment_period <= kMaxTableSets && segments > segment_period) {
     std::vector<std::uint8_t> by_channel(segments), key_apart(segments);
@@ -568,28 +595,55 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     groupings.push_back(std::move(by_channel));
     if (2 * segment_period <= kMaxTableSets && segments > 2 * segment_period) groupings.push_back(std::move(key_apart));
   }
-  std::vector<ContextModel> models;
+  std::vector<ContextModel> models;  // [set * classes + left class]
   std::vector<std::uint8_t> set_of;
+  bool left_classes = false;
   double best_cost = HUGE_VAL;
-  for (auto& grouping : groupings) {
-    const std::size_t sets = grouping.empty() ? 1 : std::size_t{*std::max_element(grouping.begin(), grouping.end())} + 1;
-    std::vector<std::vector<std::uint64_t>> counts(sets, std::vector<std::uint64_t>(kTableSize, 0));
-    for (std::size_t k = 0; k < segments; ++k)
-      for (std::size_t j = 0; j < kTableSize; ++j) counts[grouping[k]][j] += segment_counts[k * kTableSize + j];
-    std::vector<ContextModel> candidate;
-    double cost = sets > 1 ? 8.0 * double(1 + segments) : 0.0;
-    std::vector<std::uint8_t> stored;
-    for (const auto& c : counts) {
-      candidate.push_back(build_model(c, token_count, kHalfOctaveThresholds));
-      stored.clear();
-      write_model(candidate.back(), stored);
-      cost += estimated_bits(c) + 8.0 * double(stored.size());
+  for (const bool split : {false, true}) {
+    if (split && !allow_left_classes) continue;
+    const std::size_t classes = split ? kLeftClasses : 1;
+    for (const auto& grouping : groupings) {
+      const std::size_t sets = grouping.empty() ? 1 : std::size_t{*std::max_element(grouping.begin(), grouping.end())} + 1;
+      std::vector<std::vector<std::uint64_t>> counts(sets * classes, std::vector<std::uint64_t>(kTableSize, 0));
+      for (std::size_t k = 0; k < segments; ++k)
+        for (std::size_t c = 0; c < kLeftClasses; ++c) {
+          auto& to = counts[grouping[k] * classes + (split ? c : 0)];
+          const std::uint64_t* from = segment_counts.data() + (k * kLeftClasses + c) * kTableSize;
+          for (std::size_t j = 0; j < kTableSize; ++j) to[j] += from[j];
+        }
+      std::vector<ContextModel> candidate;
+      double cost = sets > 1 ? 8.0 * double(2 + segments) : split ? 8.0 : 0.0;
+      std::vector<std::uint8_t> stored;
+      for (const auto& c : counts) {
+        candidate.push_back(build_model(c, token_count, kHalfOctaveThresholds));
+        stored.clear();
+        write_model(candidate.back(), stored);
+        cost += estimated_bits(c) + 8.0 * double(stored.size());
+      }
+      // Left classes make decoding about 5% slower (three times the tables in cache): taken
+      // where they save at least kMinLeftClassGain of the stream.
+      if (split ? cost < best_cost * (1 - kMinLeftClassGain) : cost < best_cost) {
+        best_cost = cost;
+        models = std::move(candidate);
+        set_of = grouping;
+        left_classes = split;
+      }
     }
-    if (cost < best_cost) {
-      best_cost = cost;
-      models = std::move(candidate);
-      set_of = std::move(grouping);
-    }
+  }
+  const std::size_t models_per_set = left_classes ? kLeftClasses : 1;
+  if (!left_classes)
+    for (auto& k : index) k = static_cast<std::uint16_t>(k % kTableSize);
+  // Per set, its classes' tables one after the other, as `index` counts them.
+  struct SetTables {
+    std::vector<std::uint32_t> freq, cumul;
+    std::vector<std::uint64_t> reciprocals;
+  };
+  std::vector<SetTables> set_tables(models.size() / models_per_set);
+  for (std::size_t k = 0; k < models.size(); ++k) {
+    SetTables& t = set_tables[k / models_per_set];
+    t.freq.insert(t.freq.end(), models[k].freq.begin(), models[k].freq.end());
+    t.cumul.insert(t.cumul.end(), models[k].cumul.begin(), models[k].cumul.end());
+    t.reciprocals.insert(t.reciprocals.end(), models[k].reciprocals.begin(), models[k].reciprocals.end());
   }
 
   std::vector<BitWriter> extras(lanes);
@@ -609,10 +663,10 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   std::array<std::vector<std::uint16_t>, kMaxGroups> words;
   for (auto& w : words) w.reserve(n / (2 * lanes) + 64);
   for (std::size_t segment = segments; segment-- > 0;) {
-    const ContextModel& model = models[set_of[segment]];
-    const std::uint32_t* freq = model.freq.data();
-    const std::uint32_t* cumul = model.cumul.data();
-    const std::uint64_t* reciprocals = model.reciprocals.data();
+    const SetTables& tables = set_tables[set_of[segment]];
+    const std::uint32_t* freq = tables.freq.data();
+    const std::uint32_t* cumul = tables.cumul.data();
+    const std::uint64_t* reciprocals = tables.reciprocals.data();
     const std::size_t first = segment * segment_rows;
     const Stripes stripes(lanes, std::min(segment_rows, rows - first));
     for (std::size_t r = stripes.longest; r-- > 0;) {
@@ -631,11 +685,14 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   std::vector<std::uint8_t> out;
   write_model(models[0], out);
   append_varint(segment_rows, out);
-  out.push_back(static_cast<std::uint8_t>(lanes | (wide ? kEightNeighbours : 0) | (models.size() > 1 ? kTableSets : 0)));
-  if (models.size() > 1) {
-    out.push_back(static_cast<std::uint8_t>(models.size()));
+  const std::size_t sets = models.size() / models_per_set;
+  const std::uint8_t options = (sets > 1 ? kOptionTableSets : 0) | (left_classes ? kOptionLeftClasses : 0);
+  out.push_back(static_cast<std::uint8_t>(lanes | (wide ? kEightNeighbours : 0) | (options != 0 ? kOptions : 0)));
+  if (options != 0) {
+    out.push_back(options);
+    if (sets > 1) out.push_back(static_cast<std::uint8_t>(sets));
     for (std::size_t k = 1; k < models.size(); ++k) write_model(models[k], out);
-    out.insert(out.end(), set_of.begin(), set_of.end());
+    if (sets > 1) out.insert(out.end(), set_of.begin(), set_of.end());
   }
   for (std::size_t l = 0; l < lanes; ++l) append_u32le(state[l], out);
   std::vector<std::vector<std::uint8_t>> extra_bytes;
@@ -663,6 +720,8 @@ struct StripedRansDecoder::State {
   SimdPath path = SimdPath::portable;
   bool simd = false;  // the AVX2 kernel can run this stream (lanes, scheme, alphabet, offsets)
   bool wide = false;  // the eight-neighbour context
+  bool left_classes = false;  // each activity class split by the left token's class
+  std::size_t classes = 1;    // models per table set: kLeftClasses with left classes
   std::vector<std::uint8_t> set_of;  // the table set of each segment
   RowBuffers row_buffers{0, 0}, first_row_tokens{0, 0};
 
@@ -692,28 +751,41 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
   st.segment_rows = segment_rows;
   if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
   st.wide = (bytes[pos] & kEightNeighbours) != 0;
-  const bool table_sets = (bytes[pos] & kTableSets) != 0;
-  st.lanes = bytes[pos++] & ~(kEightNeighbours | kTableSets);
+  const bool has_options = (bytes[pos] & kOptions) != 0;
+  st.lanes = bytes[pos++] & ~(kEightNeighbours | kOptions);
   if (st.lanes < 1 || st.lanes > kMaxLanes) throw CodecError("striped rans coder: bad stripe count");
+  std::uint8_t options = 0;
+  if (has_options) {
+    if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
+    options = bytes[pos++];
+    if (options == 0 || (options & ~(kOptionTableSets | kOptionLeftClasses)) != 0) throw CodecError("striped rans coder: bad options");
+  }
+  st.left_classes = (options & kOptionLeftClasses) != 0;
+  std::size_t sets = 1;
+  if (options & kOptionTableSets) {
+    if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
+    sets = bytes[pos++];
+    if (sets < 2 || sets > kMaxTableSets) throw CodecError("striped rans coder: bad table set count");
+  }
+  st.classes = st.left_classes ? kLeftClasses : 1;
   std::vector<ContextModel> models;
   models.push_back(std::move(first_model));
   const std::size_t segments = (st.rows + st.segment_rows - 1) / st.segment_rows;
   st.set_of.assign(segments, 0);
-  if (table_sets) {
-    if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
-    const std::size_t sets = bytes[pos++];
-    if (sets < 2 || sets > kMaxTableSets) throw CodecError("striped rans coder: bad table set count");
-    for (std::size_t k = 1; k < sets; ++k) {
+  {
+    for (std::size_t k = 1; k < sets * st.classes; ++k) {
       models.push_back(read_model(bytes, pos, alphabet_size));
       if (models[k].contexts != models[0].contexts || models[k].thresholds != models[0].thresholds ||
           models[k].scheme.byte() != models[0].scheme.byte()) {
         throw CodecError("striped rans coder: table sets with different contexts");
       }
     }
-    if (bytes.size() - pos < segments) throw CodecError("striped rans coder: truncated table set map");
-    for (std::size_t k = 0; k < segments; ++k) {
-      st.set_of[k] = bytes[pos++];
-      if (st.set_of[k] >= sets) throw CodecError("striped rans coder: bad table set");
+    if (sets > 1) {
+      if (bytes.size() - pos < segments) throw CodecError("striped rans coder: truncated table set map");
+      for (std::size_t k = 0; k < segments; ++k) {
+        st.set_of[k] = bytes[pos++];
+        if (st.set_of[k] >= sets) throw CodecError("striped rans coder: bad table set");
+      }
     }
   }
   const ContextModel& model = models[0];
@@ -807,7 +879,7 @@ void StripedRansDecoder::decode(std::span<std::uint32_t> out) {
     // Segments are decoded whole: a request must end on a segment boundary or at the stream's end.
     const std::size_t count = std::min(st.segment_rows, st.rows - st.rows_done);
     const std::size_t segment = st.rows_done / st.segment_rows;
-    auto table = [&](std::size_t k) { return st.tables.entries.data() + st.set_of[k] * kMaxContexts * kProbScale; };
+    auto table = [&](std::size_t k) { return st.tables.entries.data() + st.set_of[k] * st.classes * kMaxContexts * kProbScale; };
     st.tables.current = table(segment);
     const std::uint32_t* next = segment + 1 < st.set_of.size() && st.set_of[segment + 1] != st.set_of[segment] ? table(segment + 1) : nullptr;
     // The segment height comes from the stream: a stream whose segments do not fit the caller's
@@ -844,7 +916,8 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
   const Stripes stripes(lanes, count);
   // The next segment's table set, when it is another, is brought into cache a slice per row step
   // (a set left for a plane or two has been evicted by the planes' symbols in between).
-  constexpr std::size_t kLine = 64 / sizeof(std::uint32_t), kLines = kMaxContexts * kProbScale / kLine;
+  constexpr std::size_t kLine = 64 / sizeof(std::uint32_t);
+  const std::size_t kLines = classes * kMaxContexts * kProbScale / kLine;
   const std::size_t lines_per_step = (kLines + stripes.longest - 1) / std::max<std::size_t>(stripes.longest, 1);
   std::size_t prefetched = 0;
   const Tables& t = tables;
@@ -872,9 +945,9 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       for (std::size_t g = 0; g < group_count(lanes); ++g) room = room && std::size_t(s.end[g] - s.p[g]) >= row_bytes;
       if (room) {
         if (lanes == 16) {
-          decode_row_avx2<2>(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
+          decode_row_avx2<2>(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, left_classes, s);
         } else {
-          decode_row_avx2<1>(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
+          decode_row_avx2<1>(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, left_classes, s);
         }
         done = true;
       }
@@ -882,7 +955,7 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
 #endif
     if (!done) {
       decode_row_portable(t, b.above.data(), b.tokens.data(), b.values.data(), width, lanes, active.data(), map,
-                          max_rank, wide, s);
+                          max_rank, wide, left_classes, s);
     }
 #ifdef TEZIP_HAVE_AVX2_KERNEL
     if (simd && all && lanes == 16) {

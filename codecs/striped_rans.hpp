@@ -27,10 +27,12 @@ enum class StripedContext { six, eight, measured };
 // `segment_period`: segments come in cycles of this many (a frame's channels, when segments are
 // planes); the encoder then also estimates a table set per channel, and the key frame's apart, and
 // stores them where they make the stream smaller (colour planes; a gray stream has one set).
+// `allow_left_classes`: the encoder may also split each context by the class of the left token
+// (zero, odd, even), where its estimate, the three times larger tables counted, is smaller.
 std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
                                               std::size_t segment_rows, std::uint64_t alphabet_size,
                                               StripedContext context = StripedContext::measured,
-                                              std::size_t segment_period = 1);
+                                              std::size_t segment_period = 1, bool allow_left_classes = true);
 
 // Decodes a stream of `count` ranks (or, with `symbol_of_rank`, their symbols) segment by segment,
 // through the kernels of `path` (simd_supported(path) must hold). Throws CodecError on anything the
