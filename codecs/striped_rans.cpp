@@ -97,8 +97,9 @@ struct Stripes {
 std::size_t group_count(std::size_t lanes) { return (lanes + kGroup - 1) / kGroup; }
 
 // Decoding tables. One 32-bit entry per (context, slot): the token (bits 0-6), slot minus the
-// token's cumulative frequency (bits 7-17) and the token's frequency (bits 20-31), so that a symbol
-// costs one table load after the context's.
+// token's cumulative frequency (bits 7-17), with left classes the token's left_class (bits 18-19)
+// and the token's frequency (bits 20-31), so that a symbol costs one table load after the
+// context's, and the next symbol's context offset for its left class is (entry >> 3) & kClassBits.
 struct Tables {
   std::vector<std::uint32_t> entries;  // kMaxContexts * kProbScale per table set
   const std::uint32_t* current = nullptr;  // the set of the segment being decoded
@@ -107,9 +108,12 @@ struct Tables {
   std::array<std::uint32_t, kMaxTokens> extra_bits;
 };
 
-constexpr std::uint32_t entry(std::uint32_t token, std::uint32_t offset, std::uint32_t freq) {
-  return token | (offset << 7) | (freq << 20);
+constexpr std::uint32_t entry(std::uint32_t token, std::uint32_t offset, std::uint32_t freq, std::uint32_t left_class = 0) {
+  return token | (offset << 7) | (left_class << 18) | (freq << 20);
 }
+// An entry's left class, shifted to where it offsets a context's table (16 contexts a class).
+constexpr std::uint32_t kClassBits = 3u << (4 + kProbBits);
+static_assert(18 - 3 == 4 + kProbBits);
 
 // What a row step reads and writes besides the tables.
 struct LaneStates {
@@ -166,9 +170,10 @@ void next_above(const std::vector<std::uint16_t>& tokens, const std::vector<std:
 // reads as zero and sets `overrun`.
 void decode_row_portable(const Tables& t, const std::uint16_t* above, std::uint16_t* tokens, std::uint32_t* values,
                          std::size_t width, std::size_t lanes, const std::uint32_t* active, const std::uint32_t* symbols,
-                         std::uint32_t max_rank, bool wide, bool left_classes, LaneStates& s) {
+                         std::uint32_t max_rank, bool wide, LaneStates& s) {
   std::array<std::uint32_t, kMaxLanes> left{}, left2{};
-  const std::uint32_t wide_mask = wide ? ~0u : 0u, class_mask = left_classes ? ~0u : 0u;
+  const std::uint32_t wide_mask = wide ? ~0u : 0u;
+  std::array<std::uint32_t, kMaxLanes> class_base{};  // the left token's class offset (0 without left classes)
   for (std::size_t i = 0; i < width; ++i) {
     const std::uint16_t* ab = above + i * lanes;
     std::uint16_t* tk = tokens + (i + 1) * lanes;
@@ -179,9 +184,9 @@ void decode_row_portable(const Tables& t, const std::uint16_t* above, std::uint1
         continue;
       }
       std::uint32_t& x = s.x[l];
-      const std::uint32_t context = t.context_base[ab[l] + 2 * left[l] + (left2[l] & wide_mask)] +
-                                    ((left_class(left[l]) & class_mask) << (4 + kProbBits));
+      const std::uint32_t context = t.context_base[ab[l] + 2 * left[l] + (left2[l] & wide_mask)] + class_base[l];
       const std::uint32_t e = t.current[context + (x & kSlotMask)];
+      class_base[l] = (e >> 3) & kClassBits;
       const std::uint32_t token = e & 0x7F;
       x = (e >> 20) * (x >> kProbBits) + ((e >> 7) & kSlotMask);
       if (x < kStateLow) {
@@ -227,16 +232,16 @@ constexpr WordPermutations kWordPermutations;
 template <int G>
 [[gnu::target("avx2,popcnt")]] void decode_row_avx2(const Tables& t, const std::uint16_t* above, std::uint16_t* tokens,
                                                    std::uint32_t* values, std::size_t width, const std::uint32_t* symbols,
-                                                   std::uint32_t max_rank, bool wide, bool left_classes, LaneStates& s) {
+                                                   std::uint32_t max_rank, bool wide, LaneStates& s) {
   constexpr std::size_t L = kGroup * G;
-  __m256i x[G], left[G], left2[G], offset[G], bit[G], limit[G], high = _mm256_setzero_si256();
-  const __m256i wide_mask = _mm256_set1_epi32(wide ? -1 : 0), class_mask = _mm256_set1_epi32(left_classes ? -1 : 0);
-  const __m256i two = _mm256_set1_epi32(2);
+  __m256i x[G], left[G], left2[G], class_base[G], offset[G], bit[G], limit[G], high = _mm256_setzero_si256();
+  const __m256i wide_mask = _mm256_set1_epi32(wide ? -1 : 0), class_bits = _mm256_set1_epi32(int(kClassBits));
   const std::uint8_t* p[G];
   for (int g = 0; g < G; ++g) {
     x[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.x.data() + kGroup * g));
     left[g] = _mm256_setzero_si256();
     left2[g] = _mm256_setzero_si256();
+    class_base[g] = _mm256_setzero_si256();
     p[g] = s.p[g];
     alignas(32) std::array<std::uint32_t, kGroup> off, b, lim;
     for (std::size_t k = 0; k < kGroup; ++k) {
@@ -268,12 +273,10 @@ template <int G>
       // of float(activity): 2 floor(log2 a) + the next bit for a >= 2, a itself below, at most 15.
       const __m256i octaves = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(activity)), 22), bias);
       const __m256i context = _mm256_min_epi32(_mm256_max_epi32(octaves, _mm256_min_epi32(activity, one)), fifteen);
-      // The left token's class (left_class): 0 for zero, 2 - (token & 1) otherwise; 16 contexts each.
-      const __m256i nonzero = _mm256_and_si256(_mm256_cmpgt_epi32(left[g], zero), class_mask);
-      const __m256i left_class = _mm256_and_si256(nonzero, _mm256_sub_epi32(two, _mm256_and_si256(left[g], one)));
-      const __m256i cb = _mm256_slli_epi32(_mm256_add_epi32(context, _mm256_slli_epi32(left_class, 4)), kProbBits);
+      const __m256i cb = _mm256_add_epi32(_mm256_slli_epi32(context, kProbBits), class_base[g]);
       const __m256i e = _mm256_i32gather_epi32(entries, _mm256_add_epi32(cb, _mm256_and_si256(x[g], slot_mask)), 4);
       const __m256i token = _mm256_and_si256(e, token_mask);
+      class_base[g] = _mm256_and_si256(_mm256_srli_epi32(e, 3), class_bits);
       left2[g] = left[g];
       left[g] = token;
       const __m256i xn = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_srli_epi32(e, 20), _mm256_srli_epi32(x[g], kProbBits)),
@@ -813,7 +816,8 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
         continue;
       }
       for (std::uint32_t k = 0; k < m.token_count; ++k)
-        for (std::uint32_t slot = cu[k]; slot < cu[k] + f[k]; ++slot) e[slot] = entry(k, slot - cu[k], f[k]);
+        for (std::uint32_t slot = cu[k]; slot < cu[k] + f[k]; ++slot)
+          e[slot] = entry(k, slot - cu[k], f[k], st.left_classes ? left_class(k) : 0);
     }
   t.current = t.entries.data();
 
@@ -945,9 +949,9 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       for (std::size_t g = 0; g < group_count(lanes); ++g) room = room && std::size_t(s.end[g] - s.p[g]) >= row_bytes;
       if (room) {
         if (lanes == 16) {
-          decode_row_avx2<2>(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, left_classes, s);
+          decode_row_avx2<2>(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
         } else {
-          decode_row_avx2<1>(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, left_classes, s);
+          decode_row_avx2<1>(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
         }
         done = true;
       }
@@ -955,7 +959,7 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
 #endif
     if (!done) {
       decode_row_portable(t, b.above.data(), b.tokens.data(), b.values.data(), width, lanes, active.data(), map,
-                          max_rank, wide, left_classes, s);
+                          max_rank, wide, s);
     }
 #ifdef TEZIP_HAVE_AVX2_KERNEL
     if (simd && all && lanes == 16) {
