@@ -15,6 +15,7 @@
 #define TEZIP_HAVE_AVX2_KERNEL 1
 #endif
 
+#include "codecs/buffer_pool.hpp"
 #include "codecs/codec_error.hpp"
 #include "codecs/rank_remap.hpp"
 #include "codecs/rans_model.hpp"
@@ -101,7 +102,7 @@ std::size_t group_count(std::size_t lanes) { return (lanes + kGroup - 1) / kGrou
 // and the token's frequency (bits 20-31), so that a symbol costs one table load after the
 // context's, and the next symbol's context offset for its left class is (entry >> 3) & kClassBits.
 struct Tables {
-  std::vector<std::uint32_t> entries;  // kMaxContexts * kProbScale per table set
+  std::vector<std::uint32_t, BufferAllocator<std::uint32_t>> entries;  // kMaxContexts * kProbScale per model, all written
   const std::uint32_t* current = nullptr;  // the set of the segment being decoded
   std::array<std::uint32_t, kActivityRange> context_base;  // activity -> context << kProbBits
   std::array<std::uint32_t, kMaxTokens> base;
@@ -715,7 +716,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
 struct StripedRansDecoder::State {
   Tables tables;
   LaneStates lanes_state;
-  std::vector<std::uint8_t> extra;                      // the stripes' extra bits, each padded
+  std::vector<std::uint8_t, BufferAllocator<std::uint8_t>> extra;  // the stripes' extra bits, each padded
   std::array<std::uint64_t, kMaxLanes> extra_size{};    // bytes of each stripe's extra bits
   std::size_t width = 0, lanes = 0, segment_rows = 0, rows = 0, rows_done = 0;
   std::uint32_t max_rank = 0;

@@ -60,7 +60,7 @@ struct GopSymbols {
   std::vector<std::vector<PlaneRecord>> planes;  // [frame][channel]
   // Linear planes, transformed, in coding order; not zeroed on allocation: the decoder's entropy
   // decoder writes all of it, and zeroing it first cost 2% of decoding.
-  std::vector<std::int32_t, UninitializedAllocator<std::int32_t>> symbols;
+  std::vector<std::int32_t, codecs::BufferAllocator<std::int32_t>> symbols;
   std::vector<std::int32_t> run_values;
   std::vector<std::uint32_t> run_lengths;
   std::vector<std::uint16_t> literals;
@@ -721,13 +721,14 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   codecs::MotionField field;  // of the frame being decoded, when its channel 0 has motion
   std::vector<std::vector<std::size_t>> references(chunks.size()), far_references(chunks.size());  // as the encoder's
   bool bi = false;  // the frame's field is used towards both sides
-  std::vector<std::uint16_t> far_forecast(predictor.bidirectional() ? plane_size : 0);
+  // Written in full before they are read (compensate, build_forecast); from the buffer pool.
+  std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>> far_forecast(predictor.bidirectional() ? plane_size : 0);
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     references[g] = sequential_references(frame_counts[g]);
     far_references[g].assign(frame_counts[g], kNoFrame);
   }
-  std::vector<std::uint16_t> blended(plane_size);
-  std::vector<std::int32_t, UninitializedAllocator<std::int32_t>> plane_symbols(plane_size), previous_symbols;
+  std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>> blended(plane_size);
+  std::vector<std::int32_t, codecs::BufferAllocator<std::int32_t>> plane_symbols(plane_size), previous_symbols;
   if (shape.channels > 1) previous_symbols.resize(plane_size);
   std::pair<std::size_t, std::size_t> previous_channel{SIZE_MAX, SIZE_MAX};  // (GOP, plane) of previous_symbols
   const std::size_t map_size = codecs::forecast_block_count(shape.width, shape.height);

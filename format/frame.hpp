@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "codecs/buffer_pool.hpp"
+
 namespace tezip {
 
 enum class PixelType : std::uint8_t { U8 = 1, U16 = 2 };
@@ -24,29 +26,11 @@ struct Geometry {
   bool operator==(const Geometry&) const = default;
 };
 
-// Leaves new elements uninitialized (default-initialized) instead of zeroing them: for buffers that
-// are written in full before they are read.
-template <class T>
-struct UninitializedAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = UninitializedAllocator<U>;
-  };
-  using std::allocator<T>::allocator;
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-
 // A frame's pixels. Pixels(n) is not zeroed: every producer writes each pixel (a source reading a
 // file, the decoder reconstructing a GOP); the decoder no longer copies a zeroed frame into each
 // of its outputs first (docs/performance.md, "Page faults"). Pixels(n, 0) where zeros are meant.
-using Pixels = std::vector<std::uint16_t, UninitializedAllocator<std::uint16_t>>;
+// Large frames come from codecs/buffer_pool.hpp's pool: a GOP's frames reuse the last GOP's pages.
+using Pixels = std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>>;
 
 // One frame: pixels in planar order (channel 0 plane, then channel 1, ...), whatever the
 // source's bit depth. `name` and `format` let the decoder give back the original files.

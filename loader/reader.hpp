@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codecs/buffer_pool.hpp"
 #include "format/frame.hpp"
 
 namespace tezip {
@@ -21,13 +22,17 @@ enum class ClipLayout : std::uint8_t {
 
 // `length` consecutive frames of one sequence, in the sequence's pixel type (uint8 or uint16,
 // native endianness) and the requested layout.
+using ClipBytes = std::vector<std::uint8_t, codecs::BufferAllocator<std::uint8_t>>;
+
 struct Clip {
   std::size_t sequence = 0;
   std::size_t start = 0;
   std::size_t length = 0;
   Geometry geometry;
   ClipLayout layout = ClipLayout::Planar;
-  std::vector<std::uint8_t> data;  // length * geometry.raw_bytes() bytes
+  // length * geometry.raw_bytes() bytes; large clips' buffers come from codecs/buffer_pool.hpp's
+  // pool and go back to it when the clip dies (a loader's clips reuse the pages of the last ones).
+  ClipBytes data;
 
   std::size_t element_size() const { return geometry.type == PixelType::U8 ? 1 : 2; }
   // Pixel i of the clip in memory order, widened to uint16.

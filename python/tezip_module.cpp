@@ -37,8 +37,8 @@ py::array to_array(Clip&& clip, bool squeeze) {
     strides[i] = stride;
     stride *= shape[i];
   }
-  auto* owner = new std::vector<std::uint8_t>(std::move(clip.data));
-  py::capsule base(owner, [](void* p) { delete static_cast<std::vector<std::uint8_t>*>(p); });
+  auto* owner = new ClipBytes(std::move(clip.data));
+  py::capsule base(owner, [](void* p) { delete static_cast<ClipBytes*>(p); });
   if (element == 1) return py::array(py::dtype::of<std::uint8_t>(), shape, strides, owner->data(), base);
   return py::array(py::dtype::of<std::uint16_t>(), shape, strides, owner->data(), base);
 }

@@ -1,0 +1,109 @@
+#include "codecs/buffer_pool.hpp"
+
+#include <pthread.h>
+
+#include <bit>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace tezip::codecs {
+namespace {
+
+// Size classes four to an octave: a block is rounded up to 2^k, 1.25, 1.5 or 1.75 times it (at
+// most 25% more than asked), so a GOP's buffers of one geometry always land in the same classes.
+std::size_t class_size(std::size_t bytes) {
+  const int k = std::bit_width(bytes - 1) - 1;  // 2^k < bytes <= 2^(k+1), bytes >= kPooledBytes
+  const std::size_t base = std::size_t{1} << k, quarter = base / 4;
+  return base + (bytes - base + quarter - 1) / quarter * quarter;
+}
+
+std::size_t cap_from_environment() {
+  if (const char* v = std::getenv("TEZIP_BUFFER_POOL_MB")) {
+    char* end = nullptr;
+    const unsigned long long mb = std::strtoull(v, &end, 10);
+    if (end != v && *end == '\0') return std::size_t(mb) << 20;
+  }
+  return std::size_t{256} << 20;
+}
+
+struct Pool {
+  std::mutex mutex;
+  std::unordered_map<std::size_t, std::vector<void*>> free;  // class size -> blocks
+  std::size_t held = 0;
+  const std::size_t cap = cap_from_environment();
+};
+
+Pool& pool();
+
+// A forked child (a DataLoader worker) does not take over its parent's blocks: writing them would
+// copy each page from the parent. The pool's lock is held across fork so the child finds the
+// lists consistent; the child then frees its copies of the blocks (its own mappings).
+void lock_for_fork() { pool().mutex.lock(); }
+void unlock_in_parent() { pool().mutex.unlock(); }
+void empty_in_child() {
+  Pool& p = pool();
+  for (auto& [size, blocks] : p.free)
+    for (void* block : blocks) std::free(block);
+  p.free.clear();
+  p.held = 0;
+  p.mutex.unlock();
+}
+
+// Never destroyed: blocks may be released by other static objects' destructors at exit.
+Pool& pool() {
+  static Pool* p = [] {
+    auto* made = new Pool;
+    ::pthread_atfork(lock_for_fork, unlock_in_parent, empty_in_child);
+    return made;
+  }();
+  return *p;
+}
+
+}  // namespace
+
+void* pooled_acquire(std::size_t bytes) {
+  const std::size_t size = class_size(bytes);
+  Pool& p = pool();
+  {
+    std::lock_guard lock(p.mutex);
+    if (auto it = p.free.find(size); it != p.free.end() && !it->second.empty()) {
+      void* block = it->second.back();
+      it->second.pop_back();
+      p.held -= size;
+      return block;
+    }
+  }
+  void* block = std::malloc(size);
+  if (block == nullptr) throw std::bad_alloc();
+  return block;
+}
+
+void pooled_release(void* block, std::size_t bytes) noexcept {
+  if (block == nullptr) return;
+  const std::size_t size = class_size(bytes);
+  Pool& p = pool();
+  {
+    std::lock_guard lock(p.mutex);
+    if (p.held + size <= p.cap) {
+      try {
+        p.free[size].push_back(block);
+        p.held += size;
+        return;
+      } catch (...) {
+        // No room for the bookkeeping: free the block instead.
+      }
+    }
+  }
+  std::free(block);
+}
+
+std::size_t pooled_bytes() {
+  Pool& p = pool();
+  std::lock_guard lock(p.mutex);
+  return p.held;
+}
+
+}  // namespace tezip::codecs

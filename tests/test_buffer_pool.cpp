@@ -1,0 +1,86 @@
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "codecs/buffer_pool.hpp"
+#include "compressor/gop_codec.hpp"
+#include "predictor/predictor.hpp"
+#include "support/gop_frames.hpp"
+
+using namespace tezip;
+using codecs::BufferAllocator;
+using codecs::kPooledBytes;
+
+TEST_CASE("the buffer pool hands a released block out again", "[pool]") {
+  const std::size_t bytes = 3 * kPooledBytes + 100;
+  void* block = codecs::pooled_acquire(bytes);
+  std::memset(block, 7, bytes);
+  const std::size_t before = codecs::pooled_bytes();
+  codecs::pooled_release(block, bytes);
+  CHECK(codecs::pooled_bytes() > before);
+  // The same size class (sizes are rounded up to a quarter octave), the same block.
+  void* again = codecs::pooled_acquire(bytes - 50);
+  CHECK(again == block);
+  CHECK(codecs::pooled_bytes() == before);
+  codecs::pooled_release(again, bytes - 50);
+}
+
+TEST_CASE("vectors on the pooled allocator keep their values and leave small blocks to malloc", "[pool]") {
+  const std::size_t held = codecs::pooled_bytes();
+  {
+    std::vector<std::uint16_t, BufferAllocator<std::uint16_t>> small(100, 3);
+    CHECK(small[99] == 3);
+  }
+  CHECK(codecs::pooled_bytes() == held);  // under kPooledBytes: not kept
+  std::vector<std::uint32_t, BufferAllocator<std::uint32_t>> grown;
+  for (std::uint32_t i = 0; i < 300000; ++i) grown.push_back(i * 2654435761u);
+  for (std::uint32_t i = 0; i < 300000; i += 997) REQUIRE(grown[i] == i * 2654435761u);
+  const auto copy = grown;
+  CHECK(copy == grown);
+}
+
+TEST_CASE("a forked child starts with an empty pool", "[pool]") {
+  void* block = codecs::pooled_acquire(2 * kPooledBytes);
+  codecs::pooled_release(block, 2 * kPooledBytes);
+  REQUIRE(codecs::pooled_bytes() >= 2 * kPooledBytes);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(codecs::pooled_bytes() == 0 ? 0 : 1);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(codecs::pooled_bytes() >= 2 * kPooledBytes);  // the parent keeps its blocks
+}
+
+TEST_CASE("decoded frames do not depend on what pooled blocks held before", "[pool][gop]") {
+  // Frames and plane buffers of 256 x 192 are pooled (98 KB and more). Fill blocks of every
+  // size class from 64 KB to 8 MB with a pattern and give them back, so that the decoder's
+  // buffers come out of the pool dirty; the decoded GOP must equal the encoder's reconstruction.
+  std::vector<std::pair<void*, std::size_t>> dirty;
+  for (std::size_t bytes = kPooledBytes; bytes <= (std::size_t{8} << 20); bytes += bytes / 4)
+    for (int k = 0; k < 3; ++k) {
+      void* block = codecs::pooled_acquire(bytes);
+      std::memset(block, 0xA5, bytes);
+      dirty.emplace_back(block, bytes);
+    }
+  for (const auto& [block, bytes] : dirty) codecs::pooled_release(block, bytes);
+  const FrameShape shape{256, 192, 1, 255};
+  const auto frames = test::moving_scene(shape, 6, 9);
+  for (const char* name : {"previous", "intra", "bidirectional"}) {
+    INFO(name);
+    const auto predictor = make_classical_predictor(name);
+    CodingSettings settings;
+    const GopFrames* gops[] = {&frames};
+    const auto encoded = encode_gops(*predictor, shape, gops, settings);
+    const std::span<const std::uint8_t> chunks[] = {encoded[0].bytes};
+    const std::size_t counts[] = {frames.size()};
+    const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
+    REQUIRE(decoded[0] == frames);  // lossless
+  }
+}
