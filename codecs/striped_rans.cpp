@@ -227,8 +227,8 @@ struct WordPermutations {
 constexpr WordPermutations kWordPermutations;
 
 // One row step of 8 * G stripes, all active, tokens to symbols. The caller made sure that each
-// word stream holds at least 16 * width + 16 more bytes (the 16-byte word loads stay in bounds
-// unchecked), that every extra-bit offset stays below 2^31, that the scheme is kScheme with at
+// word stream's buffer holds at least 16 * width + 16 more bytes, real or zero padding (the
+// 16-byte word loads stay in bounds unchecked), that every extra-bit offset stays below 2^31, that the scheme is kScheme with at
 // most kSimdMaxExtraBits extra bits and that the thresholds are kHalfOctaveThresholds.
 template <int G>
 [[gnu::target("avx2,popcnt")]] void decode_row_avx2(const Tables& t, const std::uint16_t* above, std::uint16_t* tokens,
@@ -717,6 +717,7 @@ struct StripedRansDecoder::State {
   Tables tables;
   LaneStates lanes_state;
   std::vector<std::uint8_t, BufferAllocator<std::uint8_t>> extra;  // the stripes' extra bits, each padded
+  std::vector<std::uint8_t, BufferAllocator<std::uint8_t>> words;  // the groups' word streams, each padded
   std::array<std::uint64_t, kMaxLanes> extra_size{};    // bytes of each stripe's extra bits
   std::size_t width = 0, lanes = 0, segment_rows = 0, rows = 0, rows_done = 0;
   std::uint32_t max_rank = 0;
@@ -841,11 +842,24 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
     if (st.extra_size[l] > bytes.size()) throw CodecError("striped rans coder: bad extra-bit stream size");
     extra_total += st.extra_size[l];
   }
+  // The word streams are copied, each followed by a row step's worth of zero bytes: the SIMD
+  // kernel's unchecked 16-byte loads stay in the buffer for a whole row step from anywhere up to
+  // a stream's end, so only a stream read past its end (a damaged one) leaves the kernel; words
+  // read there are zeros, as the portable decoder reads them.
+  const std::size_t padding = 16 * st.width + 16;
+  std::uint64_t word_total = 0;
   for (std::size_t g = 0; g < groups; ++g) {
-    if (sizes[g] > bytes.size() - pos) throw CodecError("striped rans coder: truncated word stream");
-    s.p[g] = bytes.data() + pos;
+    if (sizes[g] > bytes.size() - pos - word_total) throw CodecError("striped rans coder: truncated word stream");
+    word_total += sizes[g];
+  }
+  st.words.resize(word_total + groups * padding);
+  for (std::size_t g = 0, at = 0; g < groups; ++g) {
+    std::copy(bytes.data() + pos, bytes.data() + pos + sizes[g], st.words.data() + at);
+    std::fill(st.words.data() + at + sizes[g], st.words.data() + at + sizes[g] + padding, 0);
+    s.p[g] = st.words.data() + at;
     s.end[g] = s.p[g] + sizes[g];
     pos += sizes[g];
+    at += sizes[g] + padding;
   }
   if (extra_total != bytes.size() - pos) throw CodecError("striped rans coder: extra bits truncated or trailing");
   st.extra.reserve(extra_total + kExtraPadding * st.lanes);
@@ -933,10 +947,9 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
   // its row two up: zeros.
   next_above(first_row_tokens.tokens, nullptr, lanes, b.above);
   std::array<std::uint32_t, kMaxLanes> active{};
-  // The SIMD kernel runs whole row steps of 8 or 16 stripes while every word stream holds enough
-  // bytes for unchecked 16-byte loads; the rest (the last rows, a tail row of some stripes) is
-  // decoded the portable way, which reads the same words and bits.
-  const std::size_t row_bytes = 16 * width + 16;
+  // The SIMD kernel runs whole row steps of 8 or 16 stripes while no word stream has been read
+  // past its end (the padding holds a row step's unchecked loads); the rest (a tail row of some
+  // stripes, a damaged stream) is decoded the portable way, which reads the same words and bits.
   for (std::size_t r = 0; r < stripes.longest; ++r) {
     bool all = true;
     for (std::size_t l = 0; l < lanes; ++l) {
@@ -947,7 +960,7 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
 #ifdef TEZIP_HAVE_AVX2_KERNEL
     if (simd && all) {
       bool room = true;
-      for (std::size_t g = 0; g < group_count(lanes); ++g) room = room && std::size_t(s.end[g] - s.p[g]) >= row_bytes;
+      for (std::size_t g = 0; g < group_count(lanes); ++g) room = room && s.p[g] <= s.end[g];
       if (room) {
         if (lanes == 16) {
           decode_row_avx2<2>(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
