@@ -64,6 +64,30 @@ void require_round_trip(const std::vector<std::uint32_t>& ranks, std::size_t wid
   }
 }
 
+// Requires every kernel path to give the portable one's values or error on `bytes`; whether that
+// is an error.
+bool paths_agree_on(const std::vector<std::uint8_t>& bytes, std::size_t width, std::size_t count, std::uint64_t alphabet) {
+  const Outcome reference = decode_with(SimdPath::portable, bytes, width, count, alphabet);
+  for (const SimdPath path : paths()) REQUIRE(decode_with(path, bytes, width, count, alphabet) == reference);
+  return reference.error.has_value();
+}
+
+// The same on `bytes` truncated (from none to all but the last byte) and with 300 single-byte
+// flips drawn with `seed`; how many of those were errors.
+std::size_t damaged_errors(const std::vector<std::uint8_t>& bytes, std::size_t width, std::size_t count,
+                           std::uint64_t alphabet, unsigned seed) {
+  std::size_t errors = 0;
+  for (std::size_t n = 0; n < bytes.size(); n += 1 + n / 7)
+    errors += paths_agree_on(std::vector<std::uint8_t>(bytes.begin(), bytes.begin() + n), width, count, alphabet);
+  std::mt19937 rng(seed);
+  for (int trial = 0; trial < 300; ++trial) {
+    auto damaged = bytes;
+    damaged[rng() % damaged.size()] ^= static_cast<std::uint8_t>(1 + rng() % 255);
+    errors += paths_agree_on(damaged, width, count, alphabet);
+  }
+  return errors;
+}
+
 // The stripe-count byte of a stream: after the model and the segment size.
 std::uint8_t stripe_byte(const std::vector<std::uint8_t>& bytes, std::uint64_t alphabet) {
   std::size_t pos = 0;
@@ -226,22 +250,10 @@ TEST_CASE("striped rans: both paths agree on damaged streams and never crash", "
   const auto ranks = laplacian_ranks(width, rows, 4.0, 21);
   const std::uint64_t alphabet = alphabet_of(ranks);
   const auto bytes = encode_striped_rans(ranks, width, 128, alphabet);
-  std::mt19937 rng(3);
-  std::size_t errors = 0;
-  auto check = [&](const std::vector<std::uint8_t>& damaged) {
-    const Outcome reference = decode_with(SimdPath::portable, damaged, width, ranks.size(), alphabet);
-    for (const SimdPath path : paths()) REQUIRE(decode_with(path, damaged, width, ranks.size(), alphabet) == reference);
-    errors += reference.error.has_value();
-  };
-  for (std::size_t n = 0; n < bytes.size(); n += 1 + n / 7) check(std::vector<std::uint8_t>(bytes.begin(), bytes.begin() + n));
-  for (int trial = 0; trial < 300; ++trial) {
-    auto damaged = bytes;
-    damaged[rng() % damaged.size()] ^= static_cast<std::uint8_t>(1 + rng() % 255);
-    check(damaged);
-  }
+  std::size_t errors = damaged_errors(bytes, width, ranks.size(), alphabet, 3);
   auto longer = bytes;
   longer.push_back(0);
-  check(longer);
+  errors += paths_agree_on(longer, width, ranks.size(), alphabet);
   // Truncations and trailing bytes are always detected; most flips are.
   CHECK(errors > 250);
   REQUIRE(decode_with(SimdPath::portable, longer, width, ranks.size(), alphabet).error);
@@ -363,20 +375,7 @@ TEST_CASE("striped rans: both paths agree on damaged streams with table sets and
     const std::uint64_t alphabet = alphabet_of(ranks);
     const auto bytes = encode_striped_rans(ranks, width, plane, alphabet, StripedContext::measured, 3);
     REQUIRE((options_byte(bytes, alphabet) & stream.options) != 0);
-    std::mt19937 rng(8);
-    std::size_t errors = 0;
-    auto check = [&](const std::vector<std::uint8_t>& damaged) {
-      const Outcome reference = decode_with(SimdPath::portable, damaged, width, ranks.size(), alphabet);
-      for (const SimdPath path : paths()) REQUIRE(decode_with(path, damaged, width, ranks.size(), alphabet) == reference);
-      errors += reference.error.has_value();
-    };
-    for (std::size_t n = 0; n < bytes.size(); n += 1 + n / 7) check(std::vector<std::uint8_t>(bytes.begin(), bytes.begin() + n));
-    for (int trial = 0; trial < 300; ++trial) {
-      auto damaged = bytes;
-      damaged[rng() % damaged.size()] ^= static_cast<std::uint8_t>(1 + rng() % 255);
-      check(damaged);
-    }
-    CHECK(errors > 250);
+    CHECK(damaged_errors(bytes, width, ranks.size(), alphabet, 8) > 250);
   }
 }
 
