@@ -228,13 +228,19 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
       local.lzma_bytes = header.size() + lzma_payload.size();
       consider(lzma_payload, EntropyCoderKind::Lzma);
     }
-    // zstd at the stronger level, where it won, or came within zstd_win_margin of the winner. (A
+    // zstd at the stronger level, where it won, or came within zstd_win_margin of the winner and a
+    // prefix says the stronger level may win (zstd_may_reach: level 19 costs 18x level 9, and on
+    // mire2's intra residuals, 9 within the margin, it was tried on every GOP and never won). (A
     // margin of 1.15 made mire2 and vtest take 4 times as long to encode while the rANS coder had
     // six neighbours; with eight and left classes level 9 seldom comes that close there, and the
     // encoding time did not move: docs/defaults.md, "Left classes".)
+    const int stronger_level = std::min(options.zstd_win_level, ZSTD_maxCLevel());
     if (!local.zstd_probed_only && !local.zstd_given_up && options.zstd_win_level > options.zstd_level &&
-        (payload == &zstd_payload || double(zstd_payload.size()) < options.zstd_win_margin * double(payload->size()))) {
-      std::vector<std::uint8_t> stronger = compress_zstd_frame(zstd_bytes, std::min(options.zstd_win_level, ZSTD_maxCLevel()));
+        (payload == &zstd_payload ||
+         (double(zstd_payload.size()) < options.zstd_win_margin * double(payload->size()) &&
+          codecs::zstd_may_reach(zstd_bytes, options.zstd_level, zstd_payload.size(), stronger_level, payload->size())))) {
+      local.zstd_stronger_tried = true;
+      std::vector<std::uint8_t> stronger = compress_zstd_frame(zstd_bytes, stronger_level);
       local.zstd_bytes = header.size() + std::min(zstd_payload.size(), stronger.size());
       if (payload == &zstd_payload) {
         if (stronger.size() < zstd_payload.size()) zstd_payload = std::move(stronger);
