@@ -145,7 +145,7 @@ void predict(std::span<const std::uint16_t> reference, std::uint32_t width, std:
     src = window.data();
   }
 #ifdef TEZIP_HAVE_AVX2_MOTION
-  if (path == SimdPath::avx2) return predict_inside_avx2(src, stride, r, fx, fy, max_value < 4096, out);
+  if (path >= SimdPath::avx2) return predict_inside_avx2(src, stride, r, fx, fy, max_value < 4096, out);
 #endif
   (void)path;
   predict_inside_portable(src, stride, r, fx, fy, max_value < 4096, out);
@@ -193,8 +193,8 @@ template <std::uint32_t W>
 std::uint64_t sad_rows(const std::uint16_t* a, std::size_t sa, const std::uint16_t* b, std::size_t sb, std::uint32_t w,
                        std::uint32_t h, SimdPath path) {
 #ifdef TEZIP_HAVE_AVX2_MOTION
-  if (path == SimdPath::avx2 && w == 16) return sad_avx2<16>(a, sa, b, sb, h);
-  if (path == SimdPath::avx2 && w == 8) return sad_avx2<8>(a, sa, b, sb, h);
+  if (path >= SimdPath::avx2 && w == 16) return sad_avx2<16>(a, sa, b, sb, h);
+  if (path >= SimdPath::avx2 && w == 8) return sad_avx2<8>(a, sa, b, sb, h);
 #endif
   (void)path;
   if (w == 16) return sad_fixed<16>(a, sa, b, sb, w, h);

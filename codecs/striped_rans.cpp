@@ -226,108 +226,20 @@ struct WordPermutations {
 };
 constexpr WordPermutations kWordPermutations;
 
-// One row step of 8 * G stripes, all active, tokens to symbols. The caller made sure that each
-// word stream's buffer holds at least 16 * width + 16 more bytes, real or zero padding (the
-// 16-byte word loads stay in bounds unchecked), that every extra-bit offset stays below 2^31, that the scheme is kScheme with at
-// most kSimdMaxExtraBits extra bits and that the thresholds are kHalfOctaveThresholds.
-template <int G>
-[[gnu::target("avx2,popcnt")]] void decode_row_avx2(const Tables& t, const std::uint16_t* above, std::uint16_t* tokens,
-                                                   std::uint32_t* values, std::size_t width, const std::uint32_t* symbols,
-                                                   std::uint32_t max_rank, bool wide, LaneStates& s) {
-  constexpr std::size_t L = kGroup * G;
-  __m256i x[G], left[G], left2[G], class_base[G], offset[G], bit[G], limit[G], high = _mm256_setzero_si256();
-  const __m256i wide_mask = _mm256_set1_epi32(wide ? -1 : 0), class_bits = _mm256_set1_epi32(int(kClassBits));
-  const std::uint8_t* p[G];
-  for (int g = 0; g < G; ++g) {
-    x[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.x.data() + kGroup * g));
-    left[g] = _mm256_setzero_si256();
-    left2[g] = _mm256_setzero_si256();
-    class_base[g] = _mm256_setzero_si256();
-    p[g] = s.p[g];
-    alignas(32) std::array<std::uint32_t, kGroup> off, b, lim;
-    for (std::size_t k = 0; k < kGroup; ++k) {
-      off[k] = static_cast<std::uint32_t>(s.bit_pos[kGroup * g + k] >> 3);
-      b[k] = static_cast<std::uint32_t>(s.bit_pos[kGroup * g + k] & 7);
-      lim[k] = static_cast<std::uint32_t>(s.extra_limit[kGroup * g + k]);
-    }
-    offset[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(off.data()));
-    bit[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.data()));
-    limit[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lim.data()));
-  }
-  const __m256i slot_mask = _mm256_set1_epi32(kSlotMask), token_mask = _mm256_set1_epi32(0x7F);
-  const __m256i zero = _mm256_setzero_si256(), one = _mm256_set1_epi32(1), seven = _mm256_set1_epi32(7);
-  const __m256i split = _mm256_set1_epi32((1 << kScheme.split_exp) - 1), split_pow = _mm256_set1_epi32(1 << kScheme.split_exp);
-  const __m256i msb_mask = _mm256_set1_epi32((1 << kScheme.msb_bits) - 1), msb_pow = _mm256_set1_epi32(1 << kScheme.msb_bits);
-  const __m256i extra_low = _mm256_set1_epi32(kScheme.split_exp - kScheme.msb_bits);
-  const __m256i max_v = _mm256_set1_epi32(static_cast<int>(max_rank));
-  const int* entries = reinterpret_cast<const int*>(t.current);
-  const __m256i bias = _mm256_set1_epi32(254), fifteen = _mm256_set1_epi32(kMaxContexts - 1);
-  const int* symbol_table = reinterpret_cast<const int*>(symbols);
-  const int* extra = reinterpret_cast<const int*>(s.extra);
-  for (std::size_t i = 0; i < width; ++i) {
-    const std::uint16_t* ab = above + i * L;
-    for (int g = 0; g < G; ++g) {
-      const __m256i up = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab + kGroup * g)));
-      const __m256i activity = _mm256_add_epi32(_mm256_add_epi32(up, _mm256_slli_epi32(left[g], 1)),
-                                                _mm256_and_si256(left2[g], wide_mask));
-      // The half-octave context (kHalfOctaveThresholds) from the exponent and first mantissa bit
-      // of float(activity): 2 floor(log2 a) + the next bit for a >= 2, a itself below, at most 15.
-      const __m256i octaves = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(activity)), 22), bias);
-      const __m256i context = _mm256_min_epi32(_mm256_max_epi32(octaves, _mm256_min_epi32(activity, one)), fifteen);
-      const __m256i cb = _mm256_add_epi32(_mm256_slli_epi32(context, kProbBits), class_base[g]);
-      const __m256i e = _mm256_i32gather_epi32(entries, _mm256_add_epi32(cb, _mm256_and_si256(x[g], slot_mask)), 4);
-      const __m256i token = _mm256_and_si256(e, token_mask);
-      class_base[g] = _mm256_and_si256(_mm256_srli_epi32(e, 3), class_bits);
-      left2[g] = left[g];
-      left[g] = token;
-      const __m256i xn = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_srli_epi32(e, 20), _mm256_srli_epi32(x[g], kProbBits)),
-                                          _mm256_and_si256(_mm256_srli_epi32(e, 7), slot_mask));
-      const __m256i need = _mm256_cmpeq_epi32(_mm256_srli_epi32(xn, 16), zero);
-      const unsigned m = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(need)));
-      const __m256i words = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[g])));
-      const __m256i perm = _mm256_load_si256(reinterpret_cast<const __m256i*>(kWordPermutations.index[m].data()));
-      const __m256i w = _mm256_permutevar8x32_epi32(words, perm);
-      x[g] = _mm256_blendv_epi8(xn, _mm256_or_si256(_mm256_slli_epi32(xn, 16), w), need);
-      p[g] += 2 * std::popcount(m);
-
-      // Off the rANS chain: the token's base and extra bits (TokenScheme::describe), the symbol.
-      const __m256i big = _mm256_cmpgt_epi32(token, split);
-      const __m256i u = _mm256_sub_epi32(token, split_pow);
-      const __m256i nbits = _mm256_and_si256(_mm256_add_epi32(_mm256_srli_epi32(u, kScheme.msb_bits), extra_low), big);
-      const __m256i base = _mm256_blendv_epi8(
-          token, _mm256_sllv_epi32(_mm256_or_si256(msb_pow, _mm256_and_si256(u, msb_mask)), nbits), big);
-      const __m256i word = _mm256_i32gather_epi32(extra, _mm256_min_epu32(offset[g], limit[g]), 1);
-      const __m256i bits = _mm256_and_si256(_mm256_srlv_epi32(word, bit[g]),
-                                            _mm256_sub_epi32(_mm256_sllv_epi32(one, nbits), one));
-      const __m256i next = _mm256_add_epi32(bit[g], nbits);
-      offset[g] = _mm256_add_epi32(offset[g], _mm256_srli_epi32(next, 3));
-      bit[g] = _mm256_and_si256(next, seven);
-      const __m256i v = _mm256_add_epi32(base, bits);
-      high = _mm256_max_epu32(high, v);
-      const __m256i symbol = _mm256_i32gather_epi32(symbol_table, _mm256_min_epu32(v, max_v), 4);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(values + i * L + kGroup * g), symbol);
-    }
-    std::uint16_t* tk = tokens + (i + 1) * L;
-    if constexpr (G == 2) {
-      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(left[0], left[1]), 0xD8);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(tk), packed);
-    } else {
-      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(left[0], left[0]), 0xD8);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(tk), _mm256_castsi256_si128(packed));
-    }
-  }
-  for (int g = 0; g < G; ++g) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.x.data() + kGroup * g), x[g]);
-    s.p[g] = p[g];
-    alignas(32) std::array<std::uint32_t, kGroup> off, b;
-    _mm256_store_si256(reinterpret_cast<__m256i*>(off.data()), offset[g]);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(b.data()), bit[g]);
-    for (std::size_t k = 0; k < kGroup; ++k) s.bit_pos[kGroup * g + k] = std::uint64_t{off[k]} * 8 + b[k];
-  }
-  // Any value above max_rank: the maximum of all of them is.
-  const __m256i over = _mm256_cmpeq_epi32(_mm256_max_epu32(high, max_v), max_v);
-  s.over |= static_cast<std::uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(over)) != 0xFF);
-}
+#define TEZIP_STRIPED_KERNEL decode_row_avx2
+#define TEZIP_STRIPED_TARGET "avx2,popcnt"
+#define TEZIP_STRIPED_AVX512 0
+#include "codecs/striped_rans_kernel.inc"
+#undef TEZIP_STRIPED_KERNEL
+#undef TEZIP_STRIPED_TARGET
+#undef TEZIP_STRIPED_AVX512
+#define TEZIP_STRIPED_KERNEL decode_row_avx512
+#define TEZIP_STRIPED_TARGET "avx2,popcnt,avx512f,avx512vl,avx512bw,avx512dq"
+#define TEZIP_STRIPED_AVX512 1
+#include "codecs/striped_rans_kernel.inc"
+#undef TEZIP_STRIPED_KERNEL
+#undef TEZIP_STRIPED_TARGET
+#undef TEZIP_STRIPED_AVX512
 
 // scatter_rows for a row step of 8 * G stripes, all active: 8 x 8 tiles transposed in registers
 // (8 columns of 8 lanes in, 8 lanes' rows of 8 columns out); the columns beyond the last whole
@@ -723,7 +635,7 @@ struct StripedRansDecoder::State {
   std::uint32_t max_rank = 0;
   std::vector<std::uint32_t> symbols;  // empty: ranks out
   SimdPath path = SimdPath::portable;
-  bool simd = false;  // the AVX2 kernel can run this stream (lanes, scheme, alphabet, offsets)
+  bool simd = false;  // the SIMD kernels can run this stream (lanes, scheme, alphabet, offsets)
   bool wide = false;  // the eight-neighbour context
   bool left_classes = false;  // each activity class split by the left token's class
   std::size_t classes = 1;    // models per table set: kLeftClasses with left classes
@@ -879,7 +791,7 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
   const std::uint64_t reach = st.extra.size() + 4 * std::uint64_t{count};
   std::uint32_t max_extra = 0;
   for (std::uint32_t k = 0; k < model.token_count; ++k) max_extra = std::max(max_extra, t.extra_bits[k]);
-  st.simd = path == SimdPath::avx2 && (st.lanes == 8 || st.lanes == 16) && !st.symbols.empty() &&
+  st.simd = path >= SimdPath::avx2 && (st.lanes == 8 || st.lanes == 16) && !st.symbols.empty() &&
             model.scheme.split_exp == kScheme.split_exp && model.scheme.msb_bits == kScheme.msb_bits &&
             max_extra <= kSimdMaxExtraBits && reach < (std::uint64_t{1} << 31) && model.contexts == kMaxContexts &&
             std::equal(kHalfOctaveThresholds.begin(), kHalfOctaveThresholds.end(), model.thresholds.begin());
@@ -962,11 +874,9 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       bool room = true;
       for (std::size_t g = 0; g < group_count(lanes); ++g) room = room && s.p[g] <= s.end[g];
       if (room) {
-        if (lanes == 16) {
-          decode_row_avx2<2>(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
-        } else {
-          decode_row_avx2<1>(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
-        }
+        const auto kernel = path == SimdPath::avx512 ? (lanes == 16 ? decode_row_avx512<2> : decode_row_avx512<1>)
+                                                     : (lanes == 16 ? decode_row_avx2<2> : decode_row_avx2<1>);
+        kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
         done = true;
       }
     }

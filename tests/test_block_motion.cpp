@@ -250,23 +250,25 @@ TEST_CASE("the motion search and compensation give the same results on every ker
       const MotionField moved = random_field(w, h, rng, 6);
       compensate(moved, reference, plane, max_value, SimdPath::portable);
       for (auto& p : plane) p = std::uint16_t(std::min<std::uint32_t>(max_value, p + rng() % 3));
-      if (!simd_supported(SimdPath::avx2)) continue;
-      INFO(w << "x" << h << " max " << max_value);
       const auto bits = ResidualBits::uniform(max_value, 0);
-      for (const ResidualBits* table : {static_cast<const ResidualBits*>(nullptr), &bits}) {
-        const auto a = search_motion(plane, reference, w, nullptr, table, max_value, SimdPath::portable);
-        const auto b = search_motion(plane, reference, w, nullptr, table, max_value, SimdPath::avx2);
-        REQUIRE(a.field.units == b.field.units);
-        REQUIRE(a.field.split == b.field.split);
-        REQUIRE(a.sad == b.sad);
-        REQUIRE(a.vector_bits == b.vector_bits);
-      }
-      for (int trial = 0; trial < 4; ++trial) {
-        const MotionField field = random_field(w, h, rng);
-        std::vector<std::uint16_t> p(reference.size()), q(reference.size());
-        compensate(field, reference, p, max_value, SimdPath::portable);
-        compensate(field, reference, q, max_value, SimdPath::avx2);
-        REQUIRE(p == q);
+      for (const SimdPath path : supported_simd_paths()) {
+        if (path == SimdPath::portable) continue;
+        INFO(w << "x" << h << " max " << max_value << " " << simd_name(path));
+        for (const ResidualBits* table : {static_cast<const ResidualBits*>(nullptr), &bits}) {
+          const auto a = search_motion(plane, reference, w, nullptr, table, max_value, SimdPath::portable);
+          const auto b = search_motion(plane, reference, w, nullptr, table, max_value, path);
+          REQUIRE(a.field.units == b.field.units);
+          REQUIRE(a.field.split == b.field.split);
+          REQUIRE(a.sad == b.sad);
+          REQUIRE(a.vector_bits == b.vector_bits);
+        }
+        for (int trial = 0; trial < 4; ++trial) {
+          const MotionField field = random_field(w, h, rng);
+          std::vector<std::uint16_t> p(reference.size()), q(reference.size());
+          compensate(field, reference, p, max_value, SimdPath::portable);
+          compensate(field, reference, q, max_value, path);
+          REQUIRE(p == q);
+        }
       }
     }
 }

@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -22,11 +23,7 @@ using tezip::test::alphabet_of;
 using tezip::test::laplacian_ranks;
 
 // Every kernel path this CPU runs; the portable one always.
-std::vector<SimdPath> paths() {
-  std::vector<SimdPath> out{SimdPath::portable};
-  if (simd_supported(SimdPath::avx2)) out.push_back(SimdPath::avx2);
-  return out;
-}
+std::vector<SimdPath> paths() { return tezip::codecs::supported_simd_paths(); }
 
 // Ranks or symbols as decoded by `path`, or the message of the CodecError it threw.
 struct Outcome {
@@ -132,7 +129,7 @@ TEST_CASE("striped rans picks 16 stripes for planes of 96 rows or more, 8 from 6
   CHECK(striped_rans_lanes(1, 1) == 1);
 }
 
-TEST_CASE("striped rans round-trips on both kernel paths: stripes, tails, segments", "[codecs][striped]") {
+TEST_CASE("striped rans round-trips on every kernel path: stripes, tails, segments", "[codecs][striped]") {
   struct Shape {
     std::size_t width, rows, segment_rows;
   };
@@ -167,7 +164,7 @@ TEST_CASE("striped rans round-trips wide ranks: 24 extra bits on the SIMD path, 
   }
 }
 
-TEST_CASE("striped rans maps ranks to symbols on both paths", "[codecs][striped]") {
+TEST_CASE("striped rans maps ranks to symbols on every path", "[codecs][striped]") {
   const auto ranks = laplacian_ranks(200, 256, 3.0, 4);
   const std::uint64_t alphabet = alphabet_of(ranks);
   std::vector<std::uint32_t> table(alphabet);
@@ -245,7 +242,7 @@ TEST_CASE("striped rans gives channels their own tables where that is smaller", 
                       alphabet_of(alike)) & 1) == 0);
 }
 
-TEST_CASE("striped rans: both paths agree on damaged streams and never crash", "[codecs][striped]") {
+TEST_CASE("striped rans: every path agrees on damaged streams, and none crashes", "[codecs][striped]") {
   const std::size_t width = 48, rows = 256;
   const auto ranks = laplacian_ranks(width, rows, 4.0, 21);
   const std::uint64_t alphabet = alphabet_of(ranks);
@@ -282,9 +279,18 @@ TEST_CASE("simd paths parse by name and the portable one is always there", "[cod
   CHECK(simd_supported(SimdPath::portable));
   CHECK(parse_simd_path("portable") == SimdPath::portable);
   CHECK(parse_simd_path("avx2") == SimdPath::avx2);
-  CHECK_FALSE(parse_simd_path("avx512"));
-  CHECK(std::string(simd_name(SimdPath::avx2)) == "avx2");
+  CHECK(parse_simd_path("avx512") == SimdPath::avx512);
+  CHECK_FALSE(parse_simd_path("neon"));
+  for (const SimdPath path : {SimdPath::portable, SimdPath::avx2, SimdPath::avx512})
+    CHECK(parse_simd_path(simd_name(path)) == path);
   CHECK(simd_supported(simd_path()));
+  const auto supported = supported_simd_paths();
+  REQUIRE(!supported.empty());
+  CHECK(supported.front() == SimdPath::portable);
+  // Each path runs the kernels of the ones before it.
+  if (simd_supported(SimdPath::avx512)) CHECK(simd_supported(SimdPath::avx2));
+  // The default is the best path this CPU runs (TEZIP_SIMD unset in ctest).
+  if (std::getenv("TEZIP_SIMD") == nullptr) CHECK(simd_path() == supported.back());
 }
 
 TEST_CASE("the encoder's reciprocal division equals integer division for every frequency", "[codecs][rans]") {
@@ -363,7 +369,7 @@ TEST_CASE("the encoder takes the context shape whose stream is smaller", "[codec
   }
 }
 
-TEST_CASE("striped rans: both paths agree on damaged streams with table sets and left classes", "[codecs][striped]") {
+TEST_CASE("striped rans: every path agrees on damaged streams with table sets and left classes", "[codecs][striped]") {
   struct Stream {
     std::size_t width, plane;
     std::vector<std::uint32_t> ranks;
