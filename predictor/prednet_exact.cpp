@@ -31,7 +31,7 @@ namespace tezip::exact {
 namespace {
 
 constexpr std::int64_t kAccLimit = (std::int64_t{1} << 31) - 1;
-constexpr int kTile = 128;  // output pixels per im2col tile (a multiple of 16)
+constexpr int kTile = 128;  // output pixels per im2col tile (a multiple of 32)
 
 std::int64_t floor_div(std::int64_t n, std::int64_t d) {  // d > 0
   std::int64_t q = n / d;
@@ -152,6 +152,44 @@ __attribute__((target("avx2"))) void gemm_block_avx2(const std::int32_t* xs, con
   }
 }
 
+// The same sums with AVX-512 VNNI: vpdpwssd multiplies the int16 pairs and adds both products to
+// the int32 accumulator in one instruction, 16 pixels a register. The bound above holds for every
+// partial sum, so nothing wraps and the sums equal the AVX2 and portable ones.
+template <int OB>
+__attribute__((target("avx2,avx512f,avx512vl,avx512bw,avx512vnni"))) void gemm_block_vnni(const std::int32_t* xs,
+                                                                                           const QuantConv& conv, int o0,
+                                                                                           std::int32_t* acc) {
+  const std::int32_t* w[OB];
+  for (int o = 0; o < OB; ++o) w[o] = conv.weights.data() + std::int64_t(o0 + o) * conv.pairs;
+  for (int i = 0; i < kTile; i += 32) {
+    __m512i a[OB][2];
+    for (int o = 0; o < OB; ++o) a[o][0] = a[o][1] = _mm512_setzero_si512();
+    const std::int32_t* x = xs + i;
+    for (int p = 0; p < conv.pairs; ++p, x += kTile) {
+      const __m512i x0 = _mm512_loadu_si512(x);
+      const __m512i x1 = _mm512_loadu_si512(x + 16);
+      for (int o = 0; o < OB; ++o) {
+        const __m512i wv = _mm512_set1_epi32(w[o][p]);
+        a[o][0] = _mm512_dpwssd_epi32(a[o][0], x0, wv);
+        a[o][1] = _mm512_dpwssd_epi32(a[o][1], x1, wv);
+      }
+    }
+    for (int o = 0; o < OB; ++o) {
+      _mm512_storeu_si512(acc + std::int64_t(o) * kTile + i, a[o][0]);
+      _mm512_storeu_si512(acc + std::int64_t(o) * kTile + i + 16, a[o][1]);
+    }
+  }
+}
+
+void gemm_vnni(const std::int32_t* xs, const QuantConv& conv, int o0, int ob, std::int32_t* acc) {
+  switch (ob) {
+    case 4: return gemm_block_vnni<4>(xs, conv, o0, acc);
+    case 3: return gemm_block_vnni<3>(xs, conv, o0, acc);
+    case 2: return gemm_block_vnni<2>(xs, conv, o0, acc);
+    default: return gemm_block_vnni<1>(xs, conv, o0, acc);
+  }
+}
+
 void gemm_avx2(const std::int32_t* xs, const QuantConv& conv, int o0, int ob, std::int32_t* acc) {
   switch (ob) {
     case 4: return gemm_block_avx2<4>(xs, conv, o0, acc);
@@ -244,25 +282,72 @@ bool avx2_available() {
 #endif
 }
 
+bool vnni_available() {
+#ifdef TEZIP_EXACT_X86
+  static const bool available = avx2_available() && __builtin_cpu_supports("avx512f") &&
+                                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+                                __builtin_cpu_supports("avx512vnni");
+  return available;
+#else
+  return false;
+#endif
+}
+
+bool kernel_available(Kernel kernel) {
+  switch (kernel) {
+    case Kernel::best:
+    case Kernel::portable:
+      return true;
+    case Kernel::avx2:
+      return avx2_available();
+    case Kernel::avx512vnni:
+      return vnni_available();
+  }
+  return false;
+}
+
+std::vector<Kernel> supported_kernels() {
+  std::vector<Kernel> out;
+  for (const Kernel k : {Kernel::portable, Kernel::avx2, Kernel::avx512vnni})
+    if (kernel_available(k)) out.push_back(k);
+  return out;
+}
+
+const char* kernel_name(Kernel kernel) {
+  switch (kernel) {
+    case Kernel::best:
+      return "best";
+    case Kernel::portable:
+      return "portable";
+    case Kernel::avx2:
+      return "avx2";
+    case Kernel::avx512vnni:
+      return "avx512vnni";
+  }
+  return "?";
+}
+
 Kernel resolve(Kernel kernel) {
   static const Kernel best = [] {
     if (const char* forced = std::getenv("TEZIP_EXACT_KERNEL"); forced != nullptr && *forced != '\0') {
       const std::string name = forced;
-      if (name == "portable") return Kernel::portable;
-      if (name == "avx2") return Kernel::avx2;
-      if (name != "best") throw std::invalid_argument("TEZIP_EXACT_KERNEL=" + name + ": portable, avx2 or best");
+      for (const Kernel k : {Kernel::portable, Kernel::avx2, Kernel::avx512vnni})
+        if (name == kernel_name(k)) return k;
+      if (name != "best")
+        throw std::invalid_argument("TEZIP_EXACT_KERNEL=" + name + ": portable, avx2, avx512vnni or best");
     }
     const char* capability = std::getenv("ATEN_CPU_CAPABILITY");
     if (capability != nullptr && std::string(capability) == "default") return Kernel::portable;
-    return avx2_available() ? Kernel::avx2 : Kernel::portable;
+    return vnni_available() ? Kernel::avx512vnni : avx2_available() ? Kernel::avx2 : Kernel::portable;
   }();
   if (kernel == Kernel::best) kernel = best;
-  if (kernel == Kernel::avx2 && !avx2_available())
-    throw std::invalid_argument("the exact PredNet engine's AVX2 kernel was asked for, but this CPU has no AVX2");
+  if (!kernel_available(kernel))
+    throw std::invalid_argument(std::string("the exact PredNet engine's ") + kernel_name(kernel) +
+                                " kernel was asked for, but this CPU cannot run it");
   return kernel;
 }
 
-void conv2d(const std::int16_t* in, int batch, int height, int width, const QuantConv& conv, std::int32_t* out,
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void conv2d(const std::int16_t* in, int batch, int height, int width, const QuantConv& conv, std::int32_t* out,
             Kernel kernel) {
   kernel = resolve(kernel);
   const std::int64_t pixels = std::int64_t(height) * width;
@@ -278,7 +363,9 @@ void conv2d(const std::int16_t* in, int batch, int height, int width, const Quan
     for (int o0 = 0; o0 < conv.out_channels; o0 += 4) {
       const int ob = std::min(4, conv.out_channels - o0);
 #ifdef TEZIP_EXACT_X86
-      if (kernel == Kernel::avx2)
+      if (kernel == Kernel::avx512vnni)
+        gemm_vnni(xs.data(), conv, o0, ob, acc.data());
+      else if (kernel == Kernel::avx2)
         gemm_avx2(xs.data(), conv, o0, ob, acc.data());
       else
 #endif
@@ -321,15 +408,50 @@ std::int32_t tanh_q15(std::int32_t x) {
   return x < 0 ? -v : v;
 }
 
-void lstm_update(const std::int32_t* gates, std::int64_t gate_stride, std::int64_t count, std::int32_t* c,
-                 std::int16_t* r) {
+namespace {
+
+// The tanh table as int32 with one more copy of its last entry, so that tanh at the table's end
+// (|x| = 8 in Q15) interpolates towards itself without reading past it.
+const std::int32_t* tanh_table_padded() {
+  static const std::vector<std::int32_t> padded = [] {
+    const auto& t = tanh_table();
+    std::vector<std::int32_t> p(t.begin(), t.end());
+    p.push_back(p.back());
+    return p;
+  }();
+  return padded.data();
+}
+
+// hard_sigmoid_q15 and tanh_q15 in 32-bit arithmetic, for a loop the compiler vectorises: each
+// input is first clamped to a range beyond which the function is constant (hard_sigmoid_q15 is 0
+// below -81922 and 32768 above 81917; tanh_q15 is +-t[32768] from |x| = 8 * 2^15 on), so the
+// values equal the int64 definitions for every int32 input (tests/test_exact_engine.cpp).
+inline std::int32_t hard_sigmoid_narrow(std::int32_t z) {
+  const std::int32_t n = 2 * std::clamp(z, -90000, 90000) + 5 + 180000;  // in [5, 360005]
+  return std::clamp(std::int32_t(std::uint32_t(n) / 10u) - 18000 + 16384, 0, 32768);
+}
+
+inline std::int32_t tanh_narrow(const std::int32_t* t, std::int32_t x) {
+  const std::int32_t c = std::clamp(x, -(8 << 15), 8 << 15);
+  const std::int32_t ax = c < 0 ? -c : c, idx = ax >> 3, frac = ax & 7;
+  const std::int32_t v = t[idx] + (((t[idx + 1] - t[idx]) * frac + 4) >> 3);
+  return c < 0 ? -v : v;
+}
+
+}  // namespace
+
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void lstm_update(
+    const std::int32_t* gates, std::int64_t gate_stride, std::int64_t count, std::int32_t* c, std::int16_t* r) {
   const std::int32_t *gi = gates, *gf = gates + gate_stride, *go = gates + 2 * gate_stride, *gg = gates + 3 * gate_stride;
+  const std::int32_t* t = tanh_table_padded();
   constexpr std::int64_t kCellLimit = std::int64_t{1} << 30;
   for (std::int64_t n = 0; n < count; ++n) {
-    const std::int64_t i = hard_sigmoid_q15(gi[n]), f = hard_sigmoid_q15(gf[n]), o = hard_sigmoid_q15(go[n]);
-    const std::int64_t cell = (f * c[n] + i * tanh_q15(gg[n]) + (1 << 14)) >> 15;
-    c[n] = std::int32_t(std::clamp(cell, -kCellLimit, kCellLimit));
-    r[n] = std::int16_t((o * tanh_q15(c[n]) + (1 << 14)) >> 15);
+    const std::int32_t i = hard_sigmoid_narrow(gi[n]), f = hard_sigmoid_narrow(gf[n]), o = hard_sigmoid_narrow(go[n]);
+    // |f c| <= 2^15 * 2^31: 64 bits; i tanh and o tanh stay below 2^30.
+    const std::int64_t cell = (std::int64_t(f) * c[n] + i * tanh_narrow(t, gg[n]) + (1 << 14)) >> 15;
+    const std::int32_t next = std::int32_t(std::clamp(cell, -kCellLimit, kCellLimit));
+    c[n] = next;
+    r[n] = std::int16_t((o * tanh_narrow(t, next) + (1 << 14)) >> 15);
   }
 }
 

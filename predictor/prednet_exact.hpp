@@ -13,7 +13,9 @@
 
 namespace tezip::exact {
 
-enum class Kernel { best, portable, avx2 };
+// The convolutions' multiply-add kernel; every one gives the same sums. avx512vnni: vpdpwssd on
+// 512-bit registers (AVX-512 F/VL/BW and VNNI).
+enum class Kernel { best, portable, avx2, avx512vnni };
 
 // A 'same'-padded, stride-1 convolution quantized for int16 inputs. Input channel k holds
 // real / 2^input_frac[k]; accumulator row o holds real * 2^scale[o]; output o holds
@@ -42,9 +44,14 @@ QuantConv quantize_conv(std::span<const float> weight, std::span<const float> bi
                         int kernel, std::span<const int> input_frac, std::span<const int> output_frac);
 
 bool avx2_available();  // the CPU has AVX2
-// The kernel Kernel::best means: $TEZIP_EXACT_KERNEL (portable or avx2) when set, portable under
-// ATEN_CPU_CAPABILITY=default (torch's switch to baseline kernels, so that the cross-ISA tests
-// run both), else AVX2 where the CPU has it. Throws std::invalid_argument for a kernel the CPU lacks.
+bool vnni_available();  // the CPU has AVX2 and AVX-512 F/VL/BW/VNNI
+bool kernel_available(Kernel kernel);  // this CPU runs `kernel` (best and portable: always)
+const char* kernel_name(Kernel kernel);  // "best", "portable", "avx2", "avx512vnni"
+std::vector<Kernel> supported_kernels();  // every kernel this CPU runs, portable first (not best)
+// The kernel Kernel::best means: $TEZIP_EXACT_KERNEL (portable, avx2 or avx512vnni) when set,
+// portable under ATEN_CPU_CAPABILITY=default (torch's switch to baseline kernels, so that the
+// cross-ISA tests run both), else the fastest the CPU has (avx512vnni, avx2). Throws
+// std::invalid_argument for a kernel the CPU lacks.
 Kernel resolve(Kernel kernel);
 
 // in: int16 [batch][in_channels][height][width] with |x| <= kMaxInput; out: int32

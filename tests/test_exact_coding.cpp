@@ -77,8 +77,9 @@ TEST_CASE("archives written by the torch engine of tezip 7e1b983 decode bit for 
     CHECK(report.max_error <= f.bound);
     CHECK(report.max_error > 0);  // lossy: the forecast shaped what was stored
     // And by the command line with no libtorch to be had, on each convolution kernel.
-    std::vector<std::string> kernels = {"", "TEZIP_EXACT_KERNEL=portable"};
-    if (exact::avx2_available()) kernels.push_back("TEZIP_EXACT_KERNEL=avx2");
+    std::vector<std::string> kernels = {""};
+    for (const auto kernel : exact::supported_kernels())
+      kernels.push_back(std::string("TEZIP_EXACT_KERNEL=") + exact::kernel_name(kernel));
     for (const auto& kernel : kernels) {
       const auto run = test::tezip_cli("verify " + test::quote(archive) + " --against " + test::quote(original) + " -T 2",
                                        no_libtorch(dir) + " " + kernel);

@@ -73,8 +73,8 @@ std::vector<std::int64_t> conv(const std::vector<std::int16_t>& in, int batch, i
 }
 
 std::vector<exact::Kernel> kernels() {
-  std::vector<exact::Kernel> list = {exact::Kernel::portable, exact::Kernel::best};
-  if (exact::avx2_available()) list.push_back(exact::Kernel::avx2);
+  std::vector<exact::Kernel> list = exact::supported_kernels();
+  list.push_back(exact::Kernel::best);
   return list;
 }
 
@@ -140,7 +140,9 @@ TEST_CASE("exact conv2d equals an int64 reference, on the portable and the AVX2 
   std::vector<float> nan = w;
   nan[4] = std::numeric_limits<float>::quiet_NaN();
   CHECK_THROWS_AS(exact::quantize_conv(nan, b, 2, 3, 3, in_frac, out_frac), std::invalid_argument);
-  if (!exact::avx2_available()) CHECK_THROWS_AS(exact::resolve(exact::Kernel::avx2), std::invalid_argument);
+  for (const auto kernel : {exact::Kernel::avx2, exact::Kernel::avx512vnni})
+    if (!exact::kernel_available(kernel)) CHECK_THROWS_AS(exact::resolve(kernel), std::invalid_argument);
+  CHECK(exact::supported_kernels().front() == exact::Kernel::portable);
 }
 
 TEST_CASE("exact hard sigmoid is Keras's clip(0.2 z + 0.5, 0, 1) rounded half up", "[exact]") {
@@ -157,6 +159,35 @@ TEST_CASE("exact hard sigmoid is Keras's clip(0.2 z + 0.5, 0, 1) rounded half up
   }
   REQUIRE(exact::hard_sigmoid_q15(std::numeric_limits<std::int32_t>::max()) == 32768);
   REQUIRE(exact::hard_sigmoid_q15(std::numeric_limits<std::int32_t>::min()) == 0);
+}
+
+TEST_CASE("exact LSTM update equals its definition through hard_sigmoid_q15 and tanh_q15", "[exact]") {
+  // lstm_update computes the gates in 32-bit arithmetic on clamped inputs (a loop the compiler
+  // vectorises); the values must be the 64-bit definitions' for every int32 input.
+  std::mt19937 rng(12);
+  constexpr std::int32_t kMin = std::numeric_limits<std::int32_t>::min(), kMax = std::numeric_limits<std::int32_t>::max();
+  const std::vector<std::int32_t> edges = {kMin, kMin + 1, -(8 << 15) - 1, -(8 << 15), -(8 << 15) + 1, -81925, -81923,
+                                           -81922, -81918, -1, 0, 1, 81917, 81918, 81920, 81925, (8 << 15) - 1,
+                                           8 << 15, (8 << 15) + 1, kMax - 1, kMax};
+  std::uniform_int_distribution<std::int32_t> wide(kMin, kMax), near(-300000, 300000), cells(-(1 << 30), 1 << 30);
+  constexpr std::int64_t n = 4099;  // not a multiple of any vector width
+  std::vector<std::int32_t> gates(4 * n), c(n);
+  for (std::int64_t k = 0; k < 4 * n; ++k)
+    gates[k] = k % 7 == 0 ? edges[rng() % edges.size()] : k % 3 == 0 ? wide(rng) : near(rng);
+  for (auto& v : c) v = rng() % 5 == 0 ? (rng() % 2 ? 1 << 30 : -(1 << 30)) : rng() % 4 == 0 ? wide(rng) : cells(rng);
+  std::vector<std::int32_t> c_out = c;
+  std::vector<std::int16_t> r(n);
+  exact::lstm_update(gates.data(), n, n, c_out.data(), r.data());
+  for (std::int64_t k = 0; k < n; ++k) {
+    const std::int64_t i = exact::hard_sigmoid_q15(gates[k]), f = exact::hard_sigmoid_q15(gates[n + k]),
+                       o = exact::hard_sigmoid_q15(gates[2 * n + k]);
+    const std::int64_t cell = std::clamp<std::int64_t>(
+        (f * c[k] + i * exact::tanh_q15(gates[3 * n + k]) + (1 << 14)) >> 15, -(std::int64_t{1} << 30),
+        std::int64_t{1} << 30);
+    INFO("element " << k);
+    REQUIRE(c_out[k] == cell);
+    REQUIRE(r[k] == std::int16_t((o * exact::tanh_q15(std::int32_t(cell)) + (1 << 14)) >> 15));
+  }
 }
 
 TEST_CASE("exact tanh: the integer-series table and its interpolation", "[exact]") {
@@ -253,7 +284,7 @@ TEST_CASE("exact engine: golden forecasts of a fixed model and probe, as tezip 7
   }
 }
 
-TEST_CASE("exact engine: the portable and AVX2 kernels give the same forecasts on real frames", "[exact]") {
+TEST_CASE("exact engine: every convolution kernel gives the same forecasts on real frames", "[exact]") {
   const auto frames = mire();
   const auto options = stack({1, 8, 16, 32});
   const auto weights = test::lifted(portable_weights(options, 7));
@@ -262,13 +293,12 @@ TEST_CASE("exact engine: the portable and AVX2 kernels give the same forecasts o
   const auto best = run_engine(*make_exact_engine(options, weights), frames.frames, 1, frames.height, frames.width, 255);
   REQUIRE(portable.size() == 15);
   CHECK(portable == best);
-  if (exact::avx2_available()) {
-    const auto avx2 = run_engine(*make_exact_engine(options, weights, exact::Kernel::avx2), frames.frames, 1,
-                                 frames.height, frames.width, 255);
-    CHECK(portable == avx2);
-  } else {
-    WARN("no AVX2 on this CPU: only the portable kernel ran");
+  for (const auto kernel : exact::supported_kernels()) {
+    INFO("kernel " << exact::kernel_name(kernel));
+    CHECK(portable == run_engine(*make_exact_engine(options, weights, kernel), frames.frames, 1, frames.height,
+                                 frames.width, 255));
   }
+  if (!exact::avx2_available()) WARN("no AVX2 on this CPU: only the portable kernel ran");
   // Not trivially equal: the forecasts change from frame to frame and are not all zero.
   CHECK(portable.front() != portable.back());
   CHECK(std::any_of(portable.back().begin(), portable.back().end(), [](std::int32_t v) { return v != 0; }));

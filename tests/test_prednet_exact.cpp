@@ -83,11 +83,7 @@ std::vector<std::vector<std::int32_t>> run_legacy(const legacy_exact::Engine& en
   return out;
 }
 
-std::vector<exact::Kernel> kernels() {
-  std::vector<exact::Kernel> list = {exact::Kernel::portable};
-  if (exact::avx2_available()) list.push_back(exact::Kernel::avx2);
-  return list;
-}
+std::vector<exact::Kernel> kernels() { return exact::supported_kernels(); }
 
 // The first frame where two forecast runs differ, for the failure message.
 std::string first_difference(const std::vector<std::vector<std::int32_t>>& a, const std::vector<std::vector<std::int32_t>>& b) {
@@ -110,7 +106,7 @@ void require_same(const PredNet& net, const std::vector<std::vector<std::int32_t
   for (const auto kernel : kernels()) {
     const auto engine = make_exact_engine(model.options, prednet_weights(model, "model"), kernel);
     const auto got = test::run_engine(*engine, frames, samples, height, width, max_value);
-    INFO("kernel " << (kernel == exact::Kernel::avx2 ? "avx2" : "portable") << ", " << samples << " samples of " << width
+    INFO("kernel " << exact::kernel_name(kernel) << ", " << samples << " samples of " << width
                    << "x" << height << ", max " << max_value << ": " << first_difference(expected, got));
     REQUIRE(got == expected);
   }
