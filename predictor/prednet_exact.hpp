@@ -73,8 +73,10 @@ const std::vector<std::int16_t>& tanh_table();
 // + n] in the order i, f, o, g; c int32 Q15 in place, clamped to +-2^30; r int16 Q15 out. With
 // i, f, o = hard_sigmoid_q15 of their gates:
 //   c = floor((f c + i tanh_q15(g) + 2^14) / 2^15), r = floor((o tanh_q15(c) + 2^14) / 2^15)
+// With Kernel::avx512vnni (or best resolving to it), 16 cells at a time in AVX-512 registers; the
+// same values as every other kernel.
 void lstm_update(const std::int32_t* gates, std::int64_t gate_stride, std::int64_t count, std::int32_t* c,
-                 std::int16_t* r);
+                 std::int16_t* r, Kernel kernel = Kernel::best);
 
 // floor((v + 2^(shift-1)) / 2^shift) for shift > 0, v * 2^-shift otherwise.
 inline std::int64_t round_shift(std::int64_t v, int shift) {

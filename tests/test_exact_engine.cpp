@@ -162,8 +162,8 @@ TEST_CASE("exact hard sigmoid is Keras's clip(0.2 z + 0.5, 0, 1) rounded half up
 }
 
 TEST_CASE("exact LSTM update equals its definition through hard_sigmoid_q15 and tanh_q15", "[exact]") {
-  // lstm_update computes the gates in 32-bit arithmetic on clamped inputs (a loop the compiler
-  // vectorises); the values must be the 64-bit definitions' for every int32 input.
+  // lstm_update computes the gates in 32-bit arithmetic on clamped inputs (and 16 cells at a time
+  // with AVX-512); the values must be the 64-bit definitions' for every int32 input, on every kernel.
   std::mt19937 rng(12);
   constexpr std::int32_t kMin = std::numeric_limits<std::int32_t>::min(), kMax = std::numeric_limits<std::int32_t>::max();
   const std::vector<std::int32_t> edges = {kMin, kMin + 1, -(8 << 15) - 1, -(8 << 15), -(8 << 15) + 1, -81925, -81923,
@@ -175,18 +175,21 @@ TEST_CASE("exact LSTM update equals its definition through hard_sigmoid_q15 and 
   for (std::int64_t k = 0; k < 4 * n; ++k)
     gates[k] = k % 7 == 0 ? edges[rng() % edges.size()] : k % 3 == 0 ? wide(rng) : near(rng);
   for (auto& v : c) v = rng() % 5 == 0 ? (rng() % 2 ? 1 << 30 : -(1 << 30)) : rng() % 4 == 0 ? wide(rng) : cells(rng);
-  std::vector<std::int32_t> c_out = c;
-  std::vector<std::int16_t> r(n);
-  exact::lstm_update(gates.data(), n, n, c_out.data(), r.data());
-  for (std::int64_t k = 0; k < n; ++k) {
-    const std::int64_t i = exact::hard_sigmoid_q15(gates[k]), f = exact::hard_sigmoid_q15(gates[n + k]),
-                       o = exact::hard_sigmoid_q15(gates[2 * n + k]);
-    const std::int64_t cell = std::clamp<std::int64_t>(
-        (f * c[k] + i * exact::tanh_q15(gates[3 * n + k]) + (1 << 14)) >> 15, -(std::int64_t{1} << 30),
-        std::int64_t{1} << 30);
-    INFO("element " << k);
-    REQUIRE(c_out[k] == cell);
-    REQUIRE(r[k] == std::int16_t((o * exact::tanh_q15(std::int32_t(cell)) + (1 << 14)) >> 15));
+  for (const auto kernel : exact::supported_kernels()) {
+    INFO("kernel " << exact::kernel_name(kernel));
+    std::vector<std::int32_t> c_out = c;
+    std::vector<std::int16_t> r(n);
+    exact::lstm_update(gates.data(), n, n, c_out.data(), r.data(), kernel);
+    for (std::int64_t k = 0; k < n; ++k) {
+      const std::int64_t i = exact::hard_sigmoid_q15(gates[k]), f = exact::hard_sigmoid_q15(gates[n + k]),
+                         o = exact::hard_sigmoid_q15(gates[2 * n + k]);
+      const std::int64_t cell = std::clamp<std::int64_t>(
+          (f * c[k] + i * exact::tanh_q15(gates[3 * n + k]) + (1 << 14)) >> 15, -(std::int64_t{1} << 30),
+          std::int64_t{1} << 30);
+      INFO("element " << k);
+      REQUIRE(c_out[k] == cell);
+      REQUIRE(r[k] == std::int16_t((o * exact::tanh_q15(std::int32_t(cell)) + (1 << 14)) >> 15));
+    }
   }
 }
 
