@@ -127,6 +127,9 @@ struct LaneStates {
   std::array<std::uint64_t, kMaxLanes> bit_pos{};      // absolute bit position in `extra`
   std::array<std::uint64_t, kMaxLanes> extra_limit{};  // byte offset of the stripe's padding
   std::uint32_t over = 0;                              // a rank beyond the alphabet was seen
+  // The AVX-512 kernel's last row step: group steps that still gathered a symbol (a rank past
+  // 31), out of `map_steps`. Where most do, the AVX2 kernel is faster (its one gather a step).
+  std::uint32_t far_steps = 0, map_steps = 0;
 };
 
 // `n` bits of stripe l's extra bits (n <= 32). Past its end the stripe reads its zero padding, and
@@ -874,8 +877,11 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       bool room = true;
       for (std::size_t g = 0; g < group_count(lanes); ++g) room = room && s.p[g] <= s.end[g];
       if (room) {
-        const auto kernel = path == SimdPath::avx512 ? (lanes == 16 ? decode_row_avx512<2> : decode_row_avx512<1>)
-                                                     : (lanes == 16 ? decode_row_avx2<2> : decode_row_avx2<1>);
+        // The AVX-512 kernel while its last measured row step gathered in at most a quarter of
+        // its group steps, measured again every 16th row step (the same values either way).
+        const bool registers = path == SimdPath::avx512 && (r % 16 == 0 || 4 * s.far_steps <= s.map_steps);
+        const auto kernel = registers ? (lanes == 16 ? decode_row_avx512<2> : decode_row_avx512<1>)
+                                      : (lanes == 16 ? decode_row_avx2<2> : decode_row_avx2<1>);
         kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
         done = true;
       }
