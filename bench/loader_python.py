@@ -7,9 +7,10 @@
 FRAMES_DIR is a folder of image frames (one sequence; PNG, PGM, ...). The script makes, in --work
 (default: a temporary folder): a lossless and an abs-2 tezip archive (tezip compress), a PNG folder
 of the same frames, and one (T, H, W[, C]) uint8 .npy file. Then the same DataLoader (batch --batch
-of clips of --clip consecutive frames, shuffled, 0 and 2 workers) reads each: tezip.torch.ClipDataset
-over each archive, PNG files decoded by PIL, and the .npy through np.load(mmap_mode='r'). Pages are
-warm: each reader runs one untimed epoch first. Prints frames/s per reader and worker count, and the
+of clips of --clip consecutive frames, shuffled, 0 and 2 workers, kept between epochs as a training
+job keeps them: persistent_workers) reads each: tezip.torch.ClipDataset over each archive, PNG files
+decoded by PIL, and the .npy through np.load(mmap_mode='r'). Pages are warm: each reader runs one
+untimed epoch first, then --epochs timed ones over the same loader. Prints frames/s per reader and worker count, and the
 ratio of the lossless archive to the PNG folder.
 """
 import argparse
