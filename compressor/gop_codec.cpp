@@ -590,6 +590,11 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     encoded[g].reconstruction = unwritten_frames(frames.size(), shape.size());  // every plane is coded below
     coded[g].planes.resize(frames.size());
     for (std::uint32_t c = 0; c < shape.channels; ++c) code_plane(g, 0, c, {});
+    if (settings.key_frame_uncoded) {
+      GopSymbols& s = coded[g];
+      s.symbols.clear(), s.run_values.clear(), s.run_lengths.clear(), s.literals.clear(), s.block_maps.clear();
+      s.motion.clear();
+    }
     states[g] = predictor.begin_gop(shape, encoded[g].reconstruction[0]);
   }
 
@@ -931,6 +936,7 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
   constexpr std::size_t kWindow = 3;
   CodingSettings trial_settings = settings;
   trial_settings.zstd_win_level = 0;  // a second zstd pass would cost more than the trial itself
+  trial_settings.key_frame_uncoded = true;
   std::vector<std::uint8_t> chosen(gops.size(), 1);
   for (std::size_t g = 0; g < gops.size(); ++g) {
     const GopFrames& frames = *gops[g];

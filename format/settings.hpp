@@ -36,6 +36,10 @@ struct CodingSettings {
   // Encoder only: a GOP's pixels through zstd (a pixel chunk, codecs/pixel_frames.hpp) where that
   // is smaller than its predictive chunk.
   bool pixel_chunks = true;
+  // Encoder only, for auto's trial windows: the key frame is quantized as its reference, but its
+  // symbols are left out of the chunk (the same key frame whatever the choice; the trial measures
+  // what the choices code differently).
+  bool key_frame_uncoded = false;
 };
 
 // Per-chunk statistics kept in the archive index for `tezip info`.
