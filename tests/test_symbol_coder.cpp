@@ -160,6 +160,8 @@ TEST_CASE("where zstd wins, the stream is compressed again at the stronger level
   const auto both = encode_symbols(sparse, 0, {.zstd_level = 9, .zstd_win_level = 19, .allow_adaptive = false}, &escalated);
   REQUIRE(at9.chosen == EntropyCoderKind::Zstd);
   CHECK(escalated.chosen == EntropyCoderKind::Zstd);
+  CHECK(escalated.zstd_stronger_tried);  // where zstd won, always
+  CHECK_FALSE(at9.zstd_stronger_tried);
   CHECK(escalated.zstd_bytes == both.size());
   CHECK(both.size() == std::min(nine.size(), nineteen.size()));
   CHECK(both.size() < nine.size());
@@ -183,6 +185,7 @@ TEST_CASE("where only rANS and zstd compete, a losing zstd pass is given up, and
   // With LZMA allowed, zstd's whole size is needed: the same pass runs to its end.
   const auto b = encode_symbols(residuals, 256, {.zstd_level = 9, .allow_adaptive = false, .allow_lzma = true}, &full);
   CHECK(bounded.zstd_given_up);
+  CHECK_FALSE(bounded.zstd_stronger_tried);
   CHECK(bounded.zstd_bytes == 0);
   CHECK_FALSE(full.zstd_given_up);
   CHECK(full.zstd_bytes > bounded.rans_bytes);
