@@ -127,9 +127,9 @@ struct LaneStates {
   std::array<std::uint64_t, kMaxLanes> bit_pos{};      // absolute bit position in `extra`
   std::array<std::uint64_t, kMaxLanes> extra_limit{};  // byte offset of the stripe's padding
   std::uint32_t over = 0;                              // a rank beyond the alphabet was seen
-  // The AVX-512 kernel's last row step: group steps that still gathered a symbol (a rank past
-  // 31), out of `map_steps`. Where most do, the AVX2 kernel is faster (its one gather a step).
-  std::uint32_t far_steps = 0, map_steps = 0;
+  // The AVX-512 kernel's last row step: its group steps (width x groups) that still gathered a
+  // symbol (a rank past 31). Where most do, the AVX2 kernel is faster (its one gather a step).
+  std::uint32_t far_steps = 0;
 };
 
 // `n` bits of stripe l's extra bits (n <= 32). Past its end the stripe reads its zero padding, and
@@ -879,7 +879,7 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       if (room) {
         // The AVX-512 kernel while its last measured row step gathered in at most a quarter of
         // its group steps, measured again every 16th row step (the same values either way).
-        const bool registers = path == SimdPath::avx512 && (r % 16 == 0 || 4 * s.far_steps <= s.map_steps);
+        const bool registers = path == SimdPath::avx512 && (r % 16 == 0 || 4 * s.far_steps <= width * group_count(lanes));
         const auto kernel = registers ? (lanes == 16 ? decode_row_avx512<2> : decode_row_avx512<1>)
                                       : (lanes == 16 ? decode_row_avx2<2> : decode_row_avx2<1>);
         kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);

@@ -181,22 +181,12 @@ __attribute__((target("avx2,avx512f,avx512vl,avx512bw,avx512vnni"))) void gemm_b
   }
 }
 
-void gemm_vnni(const std::int32_t* xs, const QuantConv& conv, int o0, int ob, std::int32_t* acc) {
-  switch (ob) {
-    case 4: return gemm_block_vnni<4>(xs, conv, o0, acc);
-    case 3: return gemm_block_vnni<3>(xs, conv, o0, acc);
-    case 2: return gemm_block_vnni<2>(xs, conv, o0, acc);
-    default: return gemm_block_vnni<1>(xs, conv, o0, acc);
-  }
-}
-
-void gemm_avx2(const std::int32_t* xs, const QuantConv& conv, int o0, int ob, std::int32_t* acc) {
-  switch (ob) {
-    case 4: return gemm_block_avx2<4>(xs, conv, o0, acc);
-    case 3: return gemm_block_avx2<3>(xs, conv, o0, acc);
-    case 2: return gemm_block_avx2<2>(xs, conv, o0, acc);
-    default: return gemm_block_avx2<1>(xs, conv, o0, acc);
-  }
+// The SIMD kernel's block of `ob` (1-4) outputs.
+void gemm_simd(Kernel kernel, const std::int32_t* xs, const QuantConv& conv, int o0, int ob, std::int32_t* acc) {
+  using Block = void (*)(const std::int32_t*, const QuantConv&, int, std::int32_t*);
+  static constexpr Block avx2[] = {gemm_block_avx2<1>, gemm_block_avx2<2>, gemm_block_avx2<3>, gemm_block_avx2<4>};
+  static constexpr Block vnni[] = {gemm_block_vnni<1>, gemm_block_vnni<2>, gemm_block_vnni<3>, gemm_block_vnni<4>};
+  (kernel == Kernel::avx512vnni ? vnni : avx2)[ob - 1](xs, conv, o0, acc);
 }
 #endif
 
@@ -363,10 +353,8 @@ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void conv2d(
     for (int o0 = 0; o0 < conv.out_channels; o0 += 4) {
       const int ob = std::min(4, conv.out_channels - o0);
 #ifdef TEZIP_EXACT_X86
-      if (kernel == Kernel::avx512vnni)
-        gemm_vnni(xs.data(), conv, o0, ob, acc.data());
-      else if (kernel == Kernel::avx2)
-        gemm_avx2(xs.data(), conv, o0, ob, acc.data());
+      if (kernel != Kernel::portable)
+        gemm_simd(kernel, xs.data(), conv, o0, ob, acc.data());
       else
 #endif
         gemm_portable(xs.data(), conv, o0, ob, acc.data());
