@@ -1,6 +1,10 @@
 #include "compressor/gop_codec.hpp"
 
+#include <xxhash.h>
+
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "codecs/block_motion.hpp"
 #include "codecs/codec_error.hpp"
@@ -67,6 +71,95 @@ struct GopSymbols {
   std::vector<std::uint32_t> block_maps;  // forecast source per block, planes with kBlockMapFlag
   std::vector<std::uint32_t> motion;      // motion fields of the planes with kMotionFlag, in plane order
 };
+
+// What auto's trials compute more than once, kept by a fingerprint (XXH3-128) of everything the
+// result depends on, so that the same work again costs a hash. In a trial window of 3 frames,
+// `linear` codes its one frame with two references exactly as `previous` does wherever motion or
+// the previous frame wins (every window of mire2, castle and Moving MNIST, lossless and abs 2), and
+// the final coding of a GOP searches its first frames' motion again. The results are the same
+// values computed once, so the archives are byte for byte those without the memo.
+class EncodeMemo {
+ public:
+  using Key = std::pair<std::uint64_t, std::uint64_t>;
+
+  class Hasher {
+   public:
+    Hasher() : state_(XXH3_createState()) {
+      if (state_ == nullptr) throw std::bad_alloc();
+      XXH3_128bits_reset(state_);
+    }
+    ~Hasher() { XXH3_freeState(state_); }
+    Hasher(const Hasher&) = delete;
+    Hasher& operator=(const Hasher&) = delete;
+    template <class T>
+    Hasher& add(std::span<const T> values) {
+      const std::uint64_t n = values.size();
+      XXH3_128bits_update(state_, &n, sizeof n);
+      XXH3_128bits_update(state_, values.data(), values.size_bytes());
+      return *this;
+    }
+    template <class T>
+    Hasher& value(const T& v) {
+      static_assert(std::is_trivially_copyable_v<T>);
+      XXH3_128bits_update(state_, &v, sizeof v);
+      return *this;
+    }
+    Key key() const {
+      const XXH128_hash_t h = XXH3_128bits_digest(state_);
+      return {h.low64, h.high64};
+    }
+
+   private:
+    XXH3_state_t* state_;
+  };
+
+  struct Chunk {
+    std::vector<std::uint8_t> bytes;
+    ChunkStats stats;
+  };
+
+  const codecs::MotionSearch* search(const Key& k) const {
+    const auto it = searches_.find(k);
+    return it == searches_.end() ? nullptr : &it->second;
+  }
+  const Chunk* chunk(const Key& k) const {
+    const auto it = chunks_.find(k);
+    return it == chunks_.end() ? nullptr : &it->second;
+  }
+  // Only while `recording`: the trials' results, which later trials and the final coding may meet
+  // again; the final coding's own (whole GOPs) would not be met again.
+  void keep(const Key& k, const codecs::MotionSearch& s) {
+    if (recording) searches_.emplace(k, s);
+  }
+  void keep(const Key& k, std::span<const std::uint8_t> bytes, const ChunkStats& stats) {
+    if (recording) chunks_.emplace(k, Chunk{{bytes.begin(), bytes.end()}, stats});
+  }
+  // Chunks are met again only within one GOP's trials.
+  void forget_chunks() { chunks_.clear(); }
+
+  bool recording = false;
+
+ private:
+  std::map<Key, codecs::MotionSearch> searches_;
+  std::map<Key, Chunk> chunks_;
+};
+
+// The fingerprint of everything serialize() reads, but the choice byte.
+EncodeMemo::Key chunk_key(const GopSymbols& g, const FrameShape& shape, const CodingSettings& settings) {
+  EncodeMemo::Hasher h;
+  h.value(shape.width).value(shape.height).value(shape.channels).value(std::uint8_t(settings.quantizer));
+  h.value(settings.zstd_level).value(settings.zstd_win_level).value(settings.zstd_win_margin);
+  h.value(settings.rans_coder).value(settings.adaptive_coder).value(settings.lzma_coder);
+  h.value(std::uint64_t(g.planes.size()));
+  for (const auto& frame : g.planes) {
+    h.value(std::uint64_t(frame.size()));
+    for (const auto& plane : frame) h.value(plane.tolerance).value(plane.mode).value(plane.run_count);
+  }
+  h.add(std::span<const std::int32_t>(g.symbols)).add(std::span<const std::int32_t>(g.run_values));
+  h.add(std::span<const std::uint32_t>(g.run_lengths)).add(std::span<const std::uint16_t>(g.literals));
+  h.add(std::span<const std::uint32_t>(g.block_maps)).add(std::span<const std::uint32_t>(g.motion));
+  return h.key();
+}
 
 bool frame_is_intra(const Predictor& predictor, std::size_t t) {
   return t < std::max<std::size_t>(1, predictor.key_frames()) || predictor.intra_only();
@@ -304,7 +397,8 @@ namespace {
 // encode_gops with one predictor; `choice` is what the chunks record (0: the archive's predictor;
 // k: its choices()[k - 1]).
 std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t choice, const FrameShape& shape,
-                                    std::span<const GopFrames* const> gops, const CodingSettings& settings) {
+                                    std::span<const GopFrames* const> gops, const CodingSettings& settings,
+                                    EncodeMemo* memo = nullptr) {
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   std::vector<EncodedGop> encoded(gops.size());
   std::vector<GopSymbols> coded(gops.size());
@@ -363,8 +457,24 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       residual_bits = codecs::ResidualBits::uniform(shape.max_value, tolerance0);
       residual_bits_tolerance = tolerance0;
     }
-    auto found = codecs::search_motion(plane, near_plane, shape.width, hint.units.empty() ? nullptr : &hint,
-                                       uniform ? &residual_bits : nullptr, shape.max_value);
+    codecs::MotionSearch found;
+    EncodeMemo::Key key{};
+    const codecs::MotionSearch* known = nullptr;
+    if (memo) {
+      EncodeMemo::Hasher h;
+      h.add(plane).add(near_plane).value(shape.width).value(shape.max_value).value(uniform ? tolerance0 : UINT32_MAX);
+      h.value(hint.width).value(hint.height).add(std::span<const codecs::MotionVector>(hint.units));
+      h.add(std::span<const std::uint8_t>(hint.split));
+      key = h.key();
+      known = memo->search(key);
+    }
+    if (known) {
+      found = *known;
+    } else {
+      found = codecs::search_motion(plane, near_plane, shape.width, hint.units.empty() ? nullptr : &hint,
+                                    uniform ? &residual_bits : nullptr, shape.max_value);
+      if (memo) memo->keep(key, found);
+    }
     hint = std::move(found.field);
     std::uint64_t forecast_sad = found.zero_sad;
     if (forecast0.data() != near_plane.data()) {
@@ -612,7 +722,21 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   std::vector<std::size_t> retry;
   for (std::size_t g = 0; g < gops.size(); ++g) {
     const bool used_motion = !coded[g].motion.empty();
-    encoded[g].bytes = serialize(coded[g], shape, settings, choice, encoded[g].stats);
+    if (memo && memo->recording) {
+      // The same symbols make the same chunk but for its choice byte (serialize: version,
+      // quantizer, choice).
+      const auto key = chunk_key(coded[g], shape, settings);
+      if (const auto* known = memo->chunk(key)) {
+        encoded[g].bytes = known->bytes;
+        encoded[g].bytes[2] = choice;
+        encoded[g].stats = known->stats;
+      } else {
+        encoded[g].bytes = serialize(coded[g], shape, settings, choice, encoded[g].stats);
+        memo->keep(key, encoded[g].bytes, encoded[g].stats);
+      }
+    } else {
+      encoded[g].bytes = serialize(coded[g], shape, settings, choice, encoded[g].stats);
+    }
     // The estimates that chose motion model the static context (rANS) coder. Where another coder
     // won the GOP's symbols instead (zstd, LZMA, the adaptive coder), its matches or adapted
     // statistics may have found repeats across frames that motion removed (sparse frames moving
@@ -627,7 +751,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     without.coded_motion = false;
     std::vector<const GopFrames*> subset;
     for (const auto g : retry) subset.push_back(gops[g]);
-    auto again = encode_with(predictor, choice, shape, subset, without);
+    auto again = encode_with(predictor, choice, shape, subset, without, memo);
     for (std::size_t i = 0; i < retry.size(); ++i)
       if (again[i].bytes.size() < encoded[retry[i]].bytes.size()) encoded[retry[i]] = std::move(again[i]);
   }
@@ -938,6 +1062,8 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
   trial_settings.zstd_win_level = 0;  // a second zstd pass would cost more than the trial itself
   trial_settings.key_frame_uncoded = true;
   std::vector<std::uint8_t> chosen(gops.size(), 1);
+  EncodeMemo memo;
+  EncodeMemo* const reuse = settings.reuse_trial_work ? &memo : nullptr;
   for (std::size_t g = 0; g < gops.size(); ++g) {
     const GopFrames& frames = *gops[g];
     if (frames.size() < 2) continue;
@@ -946,12 +1072,15 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
     std::vector<const GopFrames*> trial;
     for (const auto& w : windows) trial.push_back(&w);
     std::uint64_t best = UINT64_MAX;
+    memo.recording = true;
     for (std::size_t k = 0; k < choices.size(); ++k) {
       std::uint64_t bytes = 0;
-      for (const auto& e : encode_with(*choices[k], std::uint8_t(k + 1), shape, trial, trial_settings)) bytes += e.bytes.size();
+      for (const auto& e : encode_with(*choices[k], std::uint8_t(k + 1), shape, trial, trial_settings, reuse)) bytes += e.bytes.size();
       if (bytes < best) best = bytes, chosen[g] = std::uint8_t(k + 1);
     }
+    memo.forget_chunks();
   }
+  memo.recording = false;
   std::vector<EncodedGop> encoded(gops.size());
   for (std::size_t k = 0; k < choices.size(); ++k) {
     std::vector<const GopFrames*> subset;
@@ -959,7 +1088,7 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
     for (std::size_t g = 0; g < gops.size(); ++g)
       if (chosen[g] == k + 1) subset.push_back(gops[g]), where.push_back(g);
     if (subset.empty()) continue;
-    auto coded = encode_with(*choices[k], std::uint8_t(k + 1), shape, subset, settings);
+    auto coded = encode_with(*choices[k], std::uint8_t(k + 1), shape, subset, settings, reuse);
     for (std::size_t i = 0; i < where.size(); ++i) encoded[where[i]] = std::move(coded[i]);
   }
   return encoded;

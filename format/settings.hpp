@@ -40,6 +40,9 @@ struct CodingSettings {
   // symbols are left out of the chunk (the same key frame whatever the choice; the trial measures
   // what the choices code differently).
   bool key_frame_uncoded = false;
+  // Encoder only, for auto's trials: a motion search or a trial chunk met again (the same inputs, by
+  // their XXH3-128 fingerprint) is reused, not computed again; the archive is the same either way.
+  bool reuse_trial_work = true;
 };
 
 // Per-chunk statistics kept in the archive index for `tezip info`.

@@ -326,6 +326,34 @@ TEST_CASE("the auto predictor chooses per GOP, records it, and decodes what it c
   }
 }
 
+TEST_CASE("auto's trials reuse repeated work without changing a byte", "[gop][auto]") {
+  // Moving scenes (the motion search runs), several GOPs in one batch, gray, colour and 16-bit:
+  // every chunk is the same with the reuse of searches and trial chunks as without it.
+  const auto predictor = make_classical_predictor("auto");
+  for (const FrameShape shape : {FrameShape{64, 48, 1, 255}, FrameShape{48, 32, 3, 255}, FrameShape{40, 40, 1, 4095}}) {
+    const auto a = moving_scene(shape, 12, 5), b = moving_scene(shape, 9, 6), c = moving_scene(shape, 4, 7);
+    const GopFrames* gops[] = {&a, &b, &c};
+    for (const auto quantizer : {QuantizerKind::Linear, QuantizerKind::Interval})
+      for (const codecs::ErrorBound bound : {codecs::ErrorBound{}, codecs::ErrorBound{BoundMode::Abs, 2, 0},
+                                             codecs::ErrorBound{BoundMode::PwRel, 0, 0.05}}) {
+        INFO(codecs::describe(bound) << " quantizer " << int(quantizer) << " channels " << shape.channels << " max "
+                                     << shape.max_value);
+        CodingSettings reused;
+        reused.bound = bound;
+        reused.quantizer = quantizer;
+        CodingSettings computed = reused;
+        computed.reuse_trial_work = false;
+        const auto x = encode_gops(*predictor, shape, gops, reused);
+        const auto y = encode_gops(*predictor, shape, gops, computed);
+        REQUIRE(x.size() == 3);
+        for (std::size_t g = 0; g < 3; ++g) {
+          CHECK(x[g].bytes == y[g].bytes);
+          CHECK(x[g].reconstruction == y[g].reconstruction);
+        }
+      }
+  }
+}
+
 TEST_CASE("bidirectional GOPs code frames out of order within the bound, and pay on a still noisy scene", "[gop][bidirectional]") {
   const auto bidirectional = make_classical_predictor("bidirectional");
   const auto previous = make_classical_predictor("previous");
