@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "codecs/buffer_pool.hpp"
 #include "codecs/codec_error.hpp"
 #include "codecs/plane_transform.hpp"
 
@@ -202,17 +203,13 @@ std::uint64_t sad_rows(const std::uint16_t* a, std::size_t sa, const std::uint16
   return sad_fixed<0>(a, sa, b, sb, w, h);
 }
 
-std::uint64_t sad(std::span<const std::uint16_t> plane, std::uint32_t width, const Rect& r, const std::uint16_t* p,
-                  SimdPath path) {
-  return sad_rows(plane.data() + std::size_t(r.y) * width + r.x, width, p, r.w, r.w, r.h, path);
-}
-
+// p: the forecast block, rows `stride` apart.
 std::uint64_t bits_of(std::span<const std::uint16_t> plane, std::uint32_t width, const Rect& r, const std::uint16_t* p,
-                      const ResidualBits& table) {
+                      std::size_t stride, const ResidualBits& table) {
   std::uint64_t sum = 0;
   const std::uint8_t* bits = table.bits.data() + table.offset;
   const std::uint16_t* row = plane.data() + std::size_t(r.y) * width + r.x;
-  for (std::uint32_t y = 0; y < r.h; ++y, row += width, p += r.w)
+  for (std::uint32_t y = 0; y < r.h; ++y, row += width, p += stride)
     for (std::uint32_t x = 0; x < r.w; ++x) sum += bits[int(row[x]) - int(p[x])];
   return sum;
 }
@@ -268,15 +265,66 @@ MotionVector clamp_vector(int x, int y) {
   return {std::int16_t(std::clamp(x, -kMotionRange, kMotionRange)), std::int16_t(std::clamp(y, -kMotionRange, kMotionRange))};
 }
 
+// The reference at each of the 15 sub-pixel phases (fx, fy in quarters, not both 0), each computed
+// once, on first use, by predict's own arithmetic over the whole plane: the search's half- and
+// quarter-pixel candidates then cost a SAD against memory, not an interpolation of their block
+// each (a block meets about 25 of them, its quarters as many again: some 3 interpolated pixels per
+// pixel of the plane and phase, and the calls' own cost, against 1). Positions whose four samples
+// leave the reference are not stored: predict() clamps them.
+class SubpelPlanes {
+ public:
+  SubpelPlanes(std::span<const std::uint16_t> reference, std::uint32_t width, std::uint32_t height, std::uint32_t max_value,
+               SimdPath path)
+      : reference_(reference), width_(width), height_(height), narrow_(max_value < 4096), path_(path) {}
+
+  // The block r displaced by v, in a plane of row stride width(); nullptr where predict() would
+  // reach outside the reference (or v is whole-pixel: the reference itself serves).
+  const std::uint16_t* block(const Rect& r, MotionVector v) {
+    const std::uint32_t fx = v.x & 3, fy = v.y & 3;
+    if (!fx && !fy) return nullptr;
+    const int x0 = int(r.x) + (v.x >> 2), y0 = int(r.y) + (v.y >> 2);
+    if (x0 < 0 || y0 < 0 || x0 + int(r.w) + (fx != 0) > int(width_) || y0 + int(r.h) + (fy != 0) > int(height_)) return nullptr;
+    return phase(fx, fy) + std::size_t(y0) * width_ + std::size_t(x0);
+  }
+
+ private:
+  const std::uint16_t* phase(std::uint32_t fx, std::uint32_t fy) {
+    auto& plane = phases_[fy * 4 + fx];
+    if (plane.empty()) {
+      plane.resize(std::size_t(width_) * height_);
+      // Rows and columns whose samples stay inside: the last column (fx) and row (fy) are not.
+      const Rect row{0, 0, width_ - (fx != 0), 1};
+      for (std::uint32_t y = 0; y + (fy != 0) < height_; ++y) {
+        const std::uint16_t* src = reference_.data() + std::size_t(y) * width_;
+        std::uint16_t* out = plane.data() + std::size_t(y) * width_;
+#ifdef TEZIP_HAVE_AVX2_MOTION
+        if (path_ >= SimdPath::avx2) {
+          predict_inside_avx2(src, width_, row, fx, fy, narrow_, out);
+          continue;
+        }
+#endif
+        predict_inside_portable(src, width_, row, fx, fy, narrow_, out);
+      }
+    }
+    return plane.data();
+  }
+
+  std::span<const std::uint16_t> reference_;
+  std::uint32_t width_, height_;
+  bool narrow_;
+  SimdPath path_;
+  std::array<std::vector<std::uint16_t, BufferAllocator<std::uint16_t>>, 16> phases_;
+};
+
 // Searches one area: candidates first, then a square pattern of shrinking whole-pixel steps, then
 // the eight half-pixel and then quarter-pixel neighbours. Cost: SAD + lambda * estimated vector bits.
 class AreaSearch {
  public:
-  AreaSearch(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> reference, const MotionField& f,
-             const Rect& r, MotionVector pred, double lambda, const ResidualBits* bits, std::uint32_t max_value,
-             SimdPath path)
-      : plane_(plane), reference_(reference), f_(f), r_(r), pred_(pred), lambda_(lambda), bits_(bits), max_value_(max_value),
-        path_(path) {}
+  AreaSearch(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> reference, SubpelPlanes& subpel,
+             const MotionField& f, const Rect& r, MotionVector pred, double lambda, const ResidualBits* bits,
+             std::uint32_t max_value, SimdPath path)
+      : plane_(plane), reference_(reference), subpel_(subpel), f_(f), r_(r), pred_(pred), lambda_(lambda), bits_(bits),
+        max_value_(max_value), path_(path) {}
 
   // Decides between the search's best vector, the zero vector and the predicted one by estimated
   // bits (residual and vector); the result's cost is then in bits. Without a bit table the SAD
@@ -286,8 +334,9 @@ class AreaSearch {
     double best = 1e300;
     MotionVector chosen{};
     for (const MotionVector v : {best_, MotionVector{}, pred_}) {
-      predict(reference_, f_.width, f_.height, r_, v, buffer_.data(), max_value_, path_);
-      const double c = double(bits_of(plane_, f_.width, r_, buffer_.data(), *bits_)) + vector_bits(v, pred_);
+      std::size_t stride = 0;
+      const std::uint16_t* p = forecast(v, stride);
+      const double c = double(bits_of(plane_, f_.width, r_, p, stride, *bits_)) + vector_bits(v, pred_);
       if (c < best) best = c, chosen = v;
     }
     if (!(chosen == best_)) best_sad_ = sad_of(chosen);
@@ -297,15 +346,23 @@ class AreaSearch {
   // What one bit of a flag costs in the units of best_cost().
   double bit_cost() const { return bits_ ? 1.0 : lambda_; }
 
-  std::uint64_t sad_of(MotionVector v) {
-    // Whole-pixel vectors inside the reference (most of the search): straight from the reference.
+  // The block r displaced by v, its rows `stride` apart: whole-pixel vectors inside the reference
+  // (most of the search) straight from it, others inside from a sub-pixel plane, the rest (reaching
+  // past the edges) predicted into the buffer.
+  const std::uint16_t* forecast(MotionVector v, std::size_t& stride) {
     const int x0 = int(r_.x) + (v.x >> 2), y0 = int(r_.y) + (v.y >> 2);
-    if (!(v.x & 3) && !(v.y & 3) && x0 >= 0 && y0 >= 0 && x0 + int(r_.w) <= int(f_.width) && y0 + int(r_.h) <= int(f_.height)) {
-      return sad_rows(plane_.data() + std::size_t(r_.y) * f_.width + r_.x, f_.width,
-                      reference_.data() + std::size_t(y0) * f_.width + std::size_t(x0), f_.width, r_.w, r_.h, path_);
-    }
+    stride = f_.width;
+    if (!(v.x & 3) && !(v.y & 3) && x0 >= 0 && y0 >= 0 && x0 + int(r_.w) <= int(f_.width) && y0 + int(r_.h) <= int(f_.height))
+      return reference_.data() + std::size_t(y0) * f_.width + std::size_t(x0);
+    if (const std::uint16_t* p = subpel_.block(r_, v)) return p;
     predict(reference_, f_.width, f_.height, r_, v, buffer_.data(), max_value_, path_);
-    return sad(plane_, f_.width, r_, buffer_.data(), path_);
+    stride = r_.w;
+    return buffer_.data();
+  }
+  std::uint64_t sad_of(MotionVector v) {
+    std::size_t stride = 0;
+    const std::uint16_t* p = forecast(v, stride);
+    return sad_rows(plane_.data() + std::size_t(r_.y) * f_.width + r_.x, f_.width, p, stride, r_.w, r_.h, path_);
   }
   double cost_of(MotionVector v, std::uint64_t* sad_out = nullptr) {
     const std::uint64_t s = sad_of(v);
@@ -357,6 +414,7 @@ class AreaSearch {
   }
   static constexpr std::uint32_t kSlotBits = 7, kSlots = 1u << kSlotBits, kMaxTried = 96;
   std::span<const std::uint16_t> plane_, reference_;
+  SubpelPlanes& subpel_;
   const MotionField& f_;
   Rect r_;
   MotionVector pred_;
@@ -482,8 +540,8 @@ struct PassResult {
 
 // One pass of the search over every block, in coding order, into result (field, sad).
 PassResult search_pass(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> reference,
-                       const MotionField* hint, const ResidualBits* bits, double lambda, const ExactMatches* exact,
-                       std::uint32_t max_value, SimdPath path, MotionSearch& result) {
+                       SubpelPlanes& subpel, const MotionField* hint, const ResidualBits* bits, double lambda,
+                       const ExactMatches* exact, std::uint32_t max_value, SimdPath path, MotionSearch& result) {
   MotionField& f = result.field;
   const bool use_hint = hint && hint->width == f.width && hint->height == f.height;
   PassResult pass;
@@ -506,7 +564,7 @@ PassResult search_pass(std::span<const std::uint16_t> plane, std::span<const std
       const std::uint32_t ux = 2 * bx, uy = 2 * by;
       const Rect r = unit_rect(f, ux, uy, 2);
       const MotionVector pred = predict_vector(f, ux, uy, 2);
-      AreaSearch whole(plane, reference, f, r, pred, lambda, bits, max_value, path);
+      AreaSearch whole(plane, reference, subpel, f, r, pred, lambda, bits, max_value, path);
       whole.consider({});
       whole.consider(pred);
       auto unit_at = [&](std::int64_t x, std::int64_t y) -> const MotionVector* {
@@ -541,7 +599,7 @@ PassResult search_pass(std::span<const std::uint16_t> plane, std::span<const std
           const std::uint32_t qx = ux + q % 2, qy = uy + q / 2;
           const MotionVector qpred = predict_vector(f, qx, qy, 1);
           const Rect qr = unit_rect(f, qx, qy, 1);
-          AreaSearch part(plane, reference, f, qr, qpred, lambda, bits, max_value, path);
+          AreaSearch part(plane, reference, subpel, f, qr, qpred, lambda, bits, max_value, path);
           part.consider(whole.best());
           part.consider(qpred);
           part.consider({});
@@ -593,7 +651,8 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
   result.zero_sad = zero_sad;
   const double lambda = 0.69 * std::max(0.25, double(zero_sad) / double(plane.size()));
 
-  const PassResult first = search_pass(plane, reference, hint, bits, lambda, nullptr, max_value, path, result);
+  SubpelPlanes subpel(reference, width, height, max_value, path);
+  const PassResult first = search_pass(plane, reference, subpel, hint, bits, lambda, nullptr, max_value, path, result);
   // The hashed candidates cost a sorted table of the reference and a second pass (on a 768 x 576
   // frame about as much as the first); they are looked for only where the pattern search has
   // shown the frame to be made of exact copies, at least one in five of its textured areas matched
@@ -606,7 +665,7 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
       MotionSearch again;
       again.field = MotionField(width, height);
       again.zero_sad = zero_sad;
-      const PassResult second = search_pass(plane, reference, hint, bits, lambda, &exact, max_value, path, again);
+      const PassResult second = search_pass(plane, reference, subpel, hint, bits, lambda, &exact, max_value, path, again);
       if (second.cost < first.cost) result = std::move(again);
     }
   }
