@@ -37,6 +37,16 @@ constexpr int kProbeLevel = 1;
 // ones decode at once, which is faster (measured on Moving MNIST's 40960-symbol streams: 15%).
 constexpr std::size_t kStreamedZstd = std::size_t{1} << 20;
 constexpr double kLevelGain = 0.75;
+// Before the pass at the chosen level (9) that decides whether zstd is in play, one at this level
+// with the same limit: zstd's level 6 (lazy, searchLog 3) codes within 1.02-1.095x of level 9's
+// size on every stream measured (the datasets' and samples' plane streams, camera, video, depth
+// maps, lossless to pwrel; zstd -b on dumped streams, docs/performance.md) at 1.5-1.8x its speed, so
+// where level 6 passes the limit, level 9 would have come within 5% of it, never below the rANS
+// stream; where it stays within, level 9 runs as before. Camera residuals, where rANS wins by
+// 15-20%, stop paying level 9 (a third of mire2's encoding). Only where the probe lost to the rANS
+// stream (camera, video): where it won (sparse frames, depth maps), zstd is in play and the gate
+// would be one pass more.
+constexpr int kGateLevel = 6;
 // LZMA codes the zstd path's bytes; it is tried only where zstd's output times this is below the
 // best so far. On the castle depth residuals LZMA (preset 9e) was 0.76 of zstd level 9; 0.6 leaves a
 // margin, and spares the streams where the context coders win by far (camera video).
@@ -179,8 +189,10 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
     // kLevelGain times it is larger than the rANS stream, the chosen level cannot win either.
     const std::vector<std::uint8_t> zstd_bytes = zstd_input(remap.ranks);
     std::vector<std::uint8_t> zstd_payload;
+    bool probe_lost = false;  // the probe is larger than the rANS stream
     if (options.allow_rans && options.zstd_level > kProbeLevel) {
       std::vector<std::uint8_t> probe = compress_zstd_frame(zstd_bytes, kProbeLevel);
+      probe_lost = probe.size() > rans_payload.size();
       if (double(probe.size()) * kLevelGain > double(rans_payload.size())) {
         zstd_payload = std::move(probe);
         local.zstd_probed_only = true;
@@ -192,7 +204,10 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
     const bool bounded = options.allow_rans && !options.allow_adaptive && !options.allow_lzma;
     if (zstd_payload.empty() && bounded) {
       const auto limit = std::size_t(double(rans_payload.size()) * std::max(1.0, options.zstd_win_margin));
-      if (auto frame = compress_zstd_frame_within(zstd_bytes, options.zstd_level, limit)) {
+      if (probe_lost && options.zstd_level > kGateLevel && zstd_size_within(zstd_bytes, kGateLevel, limit) == SIZE_MAX) {
+        local.zstd_given_up = true;
+        local.zstd_gated = true;
+      } else if (auto frame = compress_zstd_frame_within(zstd_bytes, options.zstd_level, limit)) {
         zstd_payload = std::move(*frame);
       } else {
         local.zstd_given_up = true;

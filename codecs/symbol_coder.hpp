@@ -51,6 +51,7 @@ struct SymbolCoderStats {
   std::size_t distinct_symbols = 0;
   bool zstd_probed_only = false;   // zstd_bytes is the probe's: the chosen level could not have won
   bool zstd_given_up = false;      // zstd at the chosen level passed the rANS stream (times the margin) and was dropped
+  bool zstd_gated = false;         // ... or, before it ran, the cheaper gate level did (zstd_given_up is set too)
   bool zstd_stronger_tried = false;  // zstd ran again at zstd_win_level (its prefix estimate came close enough)
 };
 

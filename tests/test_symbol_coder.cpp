@@ -185,10 +185,12 @@ TEST_CASE("where only rANS and zstd compete, a losing zstd pass is given up, and
   // With LZMA allowed, zstd's whole size is needed: the same pass runs to its end.
   const auto b = encode_symbols(residuals, 256, {.zstd_level = 9, .allow_adaptive = false, .allow_lzma = true}, &full);
   CHECK(bounded.zstd_given_up);
+  CHECK(bounded.zstd_gated);  // the cheaper level already passed the limit: level 9 never ran
   CHECK_FALSE(bounded.zstd_stronger_tried);
   CHECK(bounded.zstd_bytes == 0);
   CHECK_FALSE(full.zstd_given_up);
-  CHECK(full.zstd_bytes > bounded.rans_bytes);
+  CHECK_FALSE(full.zstd_gated);
+  CHECK(full.zstd_bytes > bounded.rans_bytes);  // level 9 whole: it would have lost too
   CHECK(bounded.chosen == EntropyCoderKind::StripedRans);
   CHECK(a.size() == bounded.rans_bytes);
   std::vector<std::uint32_t> back(residuals.size());
@@ -203,6 +205,7 @@ TEST_CASE("where only rANS and zstd compete, a losing zstd pass is given up, and
   SymbolCoderStats wins;
   const auto c = encode_symbols(repetitive, 256, {.zstd_level = 9, .allow_adaptive = false}, &wins);
   CHECK_FALSE(wins.zstd_given_up);
+  CHECK_FALSE(wins.zstd_gated);
   CHECK(wins.chosen == EntropyCoderKind::Zstd);
   std::vector<std::uint32_t> again(repetitive.size());
   decode_symbols(c, 256, again);
