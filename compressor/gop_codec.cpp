@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
+#include <type_traits>
 #include <utility>
 
 #include "codecs/block_motion.hpp"
