@@ -698,8 +698,8 @@ int dispatch(int argc, char** argv) {
 // into the heap's top, untouched, so that every later block carved from them faults in 2 MiB at a
 // time. Memory is committed only as it is touched, as before. glibc only (the heap of brk); where
 // the kernel refuses, nothing changes. 1.5 GiB: compressing 768x576 colour GOPs of 32 frames
-// peaks at 1.2 GB, and with 512 MiB the rest faulted in 4 KiB at a time (154,000 faults, 14% of the
-// run; 1.09x faster with it all on huge pages: docs/performance.md).
+// peaked at 1.2 GB (0.95 GB now; more with -T 2), and with 512 MiB the rest faulted in 4 KiB at a
+// time (154,000 faults, 14% of the run; 1.09x faster with it all on huge pages: docs/performance.md).
 void reserve_huge_page_heap() {
   constexpr std::size_t kHugeHeap = std::size_t{1536} << 20;  // below M_TRIM_THRESHOLD: kept after free
   constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
