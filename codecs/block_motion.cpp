@@ -123,6 +123,16 @@ template <std::uint32_t W>
 }
 #endif
 
+// predict_inside through the kernels of `path`: the same values on every path.
+void predict_inside_on(SimdPath path, const std::uint16_t* src, std::uint32_t width, const Rect& r, std::uint32_t fx,
+                       std::uint32_t fy, bool narrow, std::uint16_t* out) {
+#ifdef TEZIP_HAVE_AVX2_MOTION
+  if (path >= SimdPath::avx2) return predict_inside_avx2(src, width, r, fx, fy, narrow, out);
+#endif
+  (void)path;
+  predict_inside_portable(src, width, r, fx, fy, narrow, out);
+}
+
 // The block of `reference` displaced by v, written to out (r.w x r.h, row stride r.w): bilinear
 // between the four pixels around each sample, weights in quarters, rounded to nearest. Samples
 // outside the reference take the nearest edge pixel. `max_value`: no reference pixel exceeds it.
@@ -145,11 +155,7 @@ void predict(std::span<const std::uint16_t> reference, std::uint32_t width, std:
     }
     src = window.data();
   }
-#ifdef TEZIP_HAVE_AVX2_MOTION
-  if (path >= SimdPath::avx2) return predict_inside_avx2(src, stride, r, fx, fy, max_value < 4096, out);
-#endif
-  (void)path;
-  predict_inside_portable(src, stride, r, fx, fy, max_value < 4096, out);
+  predict_inside_on(path, src, stride, r, fx, fy, max_value < 4096, out);
 }
 
 // The sum of absolute differences of h rows of w pixels (strides sa, sb); W = 0: any w. The
@@ -294,17 +300,9 @@ class SubpelPlanes {
       plane.resize(std::size_t(width_) * height_);
       // Rows and columns whose samples stay inside: the last column (fx) and row (fy) are not.
       const Rect row{0, 0, width_ - (fx != 0), 1};
-      for (std::uint32_t y = 0; y + (fy != 0) < height_; ++y) {
-        const std::uint16_t* src = reference_.data() + std::size_t(y) * width_;
-        std::uint16_t* out = plane.data() + std::size_t(y) * width_;
-#ifdef TEZIP_HAVE_AVX2_MOTION
-        if (path_ >= SimdPath::avx2) {
-          predict_inside_avx2(src, width_, row, fx, fy, narrow_, out);
-          continue;
-        }
-#endif
-        predict_inside_portable(src, width_, row, fx, fy, narrow_, out);
-      }
+      for (std::uint32_t y = 0; y + (fy != 0) < height_; ++y)
+        predict_inside_on(path_, reference_.data() + std::size_t(y) * width_, width_, row, fx, fy, narrow_,
+                          plane.data() + std::size_t(y) * width_);
     }
     return plane.data();
   }

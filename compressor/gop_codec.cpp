@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -87,33 +88,30 @@ class EncodeMemo {
 
   class Hasher {
    public:
-    Hasher() : state_(XXH3_createState()) {
-      if (state_ == nullptr) throw std::bad_alloc();
-      XXH3_128bits_reset(state_);
+    Hasher() {
+      if (!state_) throw std::bad_alloc();
+      XXH3_128bits_reset(state_.get());
     }
-    ~Hasher() { XXH3_freeState(state_); }
-    Hasher(const Hasher&) = delete;
-    Hasher& operator=(const Hasher&) = delete;
     template <class T>
     Hasher& add(std::span<const T> values) {
       const std::uint64_t n = values.size();
-      XXH3_128bits_update(state_, &n, sizeof n);
-      XXH3_128bits_update(state_, values.data(), values.size_bytes());
+      XXH3_128bits_update(state_.get(), &n, sizeof n);
+      XXH3_128bits_update(state_.get(), values.data(), values.size_bytes());
       return *this;
     }
     template <class T>
     Hasher& value(const T& v) {
       static_assert(std::is_trivially_copyable_v<T>);
-      XXH3_128bits_update(state_, &v, sizeof v);
+      XXH3_128bits_update(state_.get(), &v, sizeof v);
       return *this;
     }
     Key key() const {
-      const XXH128_hash_t h = XXH3_128bits_digest(state_);
+      const XXH128_hash_t h = XXH3_128bits_digest(state_.get());
       return {h.low64, h.high64};
     }
 
    private:
-    XXH3_state_t* state_;
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state_{XXH3_createState(), &XXH3_freeState};
   };
 
   struct Chunk {
@@ -1071,6 +1069,7 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
   std::vector<std::uint8_t> chosen(gops.size(), 1);
   EncodeMemo memo;
   EncodeMemo* const reuse = settings.reuse_trial_work ? &memo : nullptr;
+  memo.recording = true;
   for (std::size_t g = 0; g < gops.size(); ++g) {
     const GopFrames& frames = *gops[g];
     if (frames.size() < 2) continue;
@@ -1079,7 +1078,6 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
     std::vector<const GopFrames*> trial;
     for (const auto& w : windows) trial.push_back(&w);
     std::uint64_t best = UINT64_MAX;
-    memo.recording = true;
     for (std::size_t k = 0; k < choices.size(); ++k) {
       std::uint64_t bytes = 0;
       for (const auto& e : encode_with(*choices[k], std::uint8_t(k + 1), shape, trial, trial_settings, reuse)) bytes += e.bytes.size();
