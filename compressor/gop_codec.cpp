@@ -3,13 +3,16 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
 
 #include "codecs/block_motion.hpp"
+#include "codecs/channel_plan.hpp"
 #include "codecs/codec_error.hpp"
 #include "codecs/forecast_blocks.hpp"
 #include "codecs/interval_quantizer.hpp"
@@ -17,6 +20,7 @@
 #include "codecs/lzma_frame.hpp"
 #include "codecs/pixel_frames.hpp"
 #include "codecs/plane_transform.hpp"
+#include "codecs/symbol_coder.hpp"
 #include "codecs/zstd_frame.hpp"
 #include "format/byte_io.hpp"
 
@@ -26,24 +30,25 @@ namespace {
 using codecs::PlaneTransform;
 
 // 2: per-block forecast maps; 3: channel deltas; 4: coded motion; 5: the striped rANS coder's
-// eight-neighbour context (codecs/striped_rans.hpp), which older readers would misread.
-constexpr std::uint8_t kChunkVersion = 5;
+// eight-neighbour context (codecs/striped_rans.hpp), which older readers would misread; 6: a
+// channel plan per colour frame (codecs/channel_plan.hpp) in place of the channel-delta flags.
+constexpr std::uint8_t kChunkVersion = 6;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
 // Added to the mode of an inter plane whose forecast is built per block (codecs/forecast_blocks.hpp)
 // from the predictor's forecast and the previous frame; its map is in the chunk's map stream.
 constexpr std::uint8_t kBlockMapFlag = 0x10;
-// Added to the mode of a plane of channel c > 0 whose symbols are coded as the difference from
-// channel c - 1's (before the spatial transform): the residuals of colour channels move together
-// (measured on vtest: order-0 entropy 2.2 bits per channel, 1.0-1.1 for the difference).
+// Chunk versions 3-5: added to the mode of a plane of channel c > 0 whose symbols are coded as the
+// difference from channel c - 1's (before the spatial transform). Version 6 records a channel plan
+// per colour frame instead, which holds these deltas and more (codecs/channel_plan.hpp).
 constexpr std::uint8_t kChannelDeltaFlag = 0x20;
 // Added to the mode of an inter plane whose forecast is the previous reconstruction of the plane
 // displaced by coded block motion (codecs/block_motion.hpp); its vectors are in the motion stream.
 constexpr std::uint8_t kMotionFlag = 0x40;
 constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag | kMotionFlag;
 // The first byte of a pixel chunk (codecs/pixel_frames.hpp), where a predictive chunk has its
-// version (2-5): the GOP's frames as they are (bounded modes: snapped to bins within each plane's
+// version (2-6): the GOP's frames as they are (bounded modes: snapped to bins within each plane's
 // tolerance), in one zstd (or, with --coder best, LZMA) frame. Older readers refuse it as an
 // unknown chunk version.
 constexpr std::uint8_t kPixelChunk = 0x80;
@@ -65,6 +70,8 @@ struct PlaneRecord {
 // Everything a GOP's chunk holds, before and after entropy coding.
 struct GopSymbols {
   std::vector<std::vector<PlaneRecord>> planes;  // [frame][channel]
+  // Colour: [frame], the ChannelPlan byte of the frame's symbol planes (codecs/channel_plan.hpp).
+  std::vector<std::uint8_t> channel_plans;
   // Linear planes, transformed, in coding order, zigzagged as they are appended: the symbol coder
   // takes the buffer itself (a GOP of 32 colour 768 x 576 frames is 170 MB; a zigzagged copy of it
   // was a second such block, zeroed, at the peak of encoding).
@@ -151,7 +158,7 @@ EncodeMemo::Key chunk_key(const GopSymbols& g, const FrameShape& shape, const Co
   h.value(shape.width).value(shape.height).value(shape.channels).value(std::uint8_t(settings.quantizer));
   h.value(settings.zstd_level).value(settings.zstd_win_level).value(settings.zstd_win_margin);
   h.value(settings.rans_coder).value(settings.adaptive_coder).value(settings.lzma_coder);
-  h.value(std::uint64_t(g.planes.size()));
+  h.value(std::uint64_t(g.planes.size())).add(std::span<const std::uint8_t>(g.channel_plans));
   for (const auto& frame : g.planes) {
     h.value(std::uint64_t(frame.size()));
     for (const auto& plane : frame) h.value(plane.tolerance).value(plane.mode).value(plane.run_count);
@@ -203,12 +210,14 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
   out.u8(std::uint8_t(settings.quantizer));
   out.u8(choice);
   out.varint(g.planes.size());
-  for (const auto& frame : g.planes)
-    for (const auto& plane : frame) {
+  for (std::size_t t = 0; t < g.planes.size(); ++t) {
+    if (shape.channels > 1) out.u8(g.channel_plans.at(t));
+    for (const auto& plane : g.planes[t]) {
       out.varint(plane.tolerance);
       out.u8(plane.mode);
       out.varint(plane.run_count);
     }
+  }
   codecs::SymbolCoderOptions options;
   options.zstd_level = settings.zstd_level;
   options.zstd_win_level = settings.zstd_win_level;
@@ -426,20 +435,113 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   std::pair<std::size_t, std::size_t> channel0_motion{SIZE_MAX, SIZE_MAX};  // (GOP, frame) whose channel 0 took motion
 
   const bool fallback_blocks = predictor.block_fallback();
-  // The symbols of the previous channel's plane of the same frame (before any delta or transform),
-  // for channel deltas; valid while previous_channel == c - 1. Gray data keeps none.
+  // Colour frames: each plane's symbols (before any channel reference or spatial transform) wait
+  // here until the frame's last plane is coded; a frame whose planes may be coded against each
+  // other then goes to the GOP's symbols as it is, with the estimates of every channel reference,
+  // and is recoded in the order and with the references of its GOP's channel plan when the GOP is
+  // done (codecs/channel_plan.hpp); any other goes out at once, in storage order.
   const bool colour = shape.channels > 1;
-  std::vector<std::int32_t> previous_symbols(colour ? plane_size : 0), delta(colour ? plane_size : 0);
-  std::size_t previous_channel = SIZE_MAX;
-  std::uint32_t previous_tolerance = 0;
-  auto delta_of = [&](std::span<const std::int32_t> symbols) {
-    for (std::size_t i = 0; i < plane_size; ++i) delta[i] = symbols[i] - previous_symbols[i];
-    return std::span<const std::int32_t>(delta);
+  struct PendingPlane {
+    std::vector<std::int32_t> symbols;
+    bool present = false, intra = false;
+    std::optional<codecs::TransformChoice> own;  // its estimate as it is, where code_plane made one
   };
-  auto remember = [&](std::span<const std::int32_t> symbols, std::size_t c) {
-    if (!colour) return;
-    std::copy(symbols.begin(), symbols.end(), previous_symbols.begin());
-    previous_channel = c;
+  std::array<PendingPlane, 3> pending;
+  if (colour)
+    for (auto& p : pending) p.symbols.resize(plane_size);
+  std::vector<std::int32_t> channel_scratch(colour ? plane_size : 0);
+  struct RelatedFrame {
+    std::size_t t = 0, offset = 0;  // its planes' symbols start at s.symbols[offset], in storage order
+    std::array<bool, 3> intra{};
+    codecs::ChannelCosts costs;
+  };
+  std::vector<std::vector<RelatedFrame>> related_frames(gops.size());
+  auto emit_symbols = [&](GopSymbols& s, std::span<const std::int32_t> symbols, bool intra, PlaneTransform transform) {
+    if (intra) {
+      append_zigzagged(s.symbols, symbols);
+    } else {
+      codecs::forward_transform(transform, symbols, shape.width, transformed);
+      append_zigzagged(s.symbols, transformed);
+    }
+  };
+  // A plane's symbols: to the stream (gray), or to wait for the rest of the frame (colour). Inter
+  // planes come with their estimate (which holds their spatial transform).
+  auto put_symbols = [&](GopSymbols& s, std::size_t c, std::span<const std::int32_t> symbols, bool intra,
+                         std::optional<codecs::TransformChoice> own) {
+    if (!colour) return emit_symbols(s, symbols, intra, own ? own->transform : PlaneTransform::None);
+    PendingPlane& p = pending[c];
+    std::copy(symbols.begin(), symbols.end(), p.symbols.begin());
+    p.present = true, p.intra = intra, p.own = own;
+  };
+  auto put_colour_frame = [&](std::size_t g, std::size_t t) {
+    GopSymbols& s = coded[g];
+    std::vector<PlaneRecord>& records = s.planes[t];
+    s.channel_plans[t] = codecs::ChannelPlan().byte();
+    const std::size_t present = std::size_t(std::count_if(pending.begin(), pending.end(), [](const PendingPlane& p) { return p.present; }));
+    if (present == 0) return;  // interval-coded planes
+    if (present != 3) throw std::logic_error("a colour frame with symbols in only some of its planes");
+    for (auto& p : pending) p.present = false;
+    // Only where the planes' symbols are bin indices of one width: equal uniform tolerances
+    // (pwrel bins follow each pixel's forecast, rel tolerances each channel's range; measured on
+    // vtest at pwrel 0.05: channel deltas chosen by the estimate grew the archive 1.3%).
+    if (!settings.bound.pointwise() && records[0].tolerance == records[1].tolerance &&
+        records[1].tolerance == records[2].tolerance) {
+      RelatedFrame f{t, s.symbols.size(), {pending[0].intra, pending[1].intra, pending[2].intra}, {}};
+      f.costs = codecs::estimate_channel_costs({pending[0].symbols, pending[1].symbols, pending[2].symbols}, f.intra,
+                                               shape.width, channel_scratch, {pending[0].own, pending[1].own, pending[2].own});
+      related_frames[g].push_back(f);
+      for (const auto& p : pending) append_zigzagged(s.symbols, p.symbols);
+      return;
+    }
+    for (std::size_t k = 0; k < 3; ++k) {
+      const auto transform = pending[k].own ? pending[k].own->transform : PlaneTransform::None;
+      if (!pending[k].intra) records[k].mode = std::uint8_t((records[k].mode & kModeFlags) | std::uint8_t(transform));
+      emit_symbols(s, pending[k].symbols, pending[k].intra, transform);
+    }
+  };
+  // A related frame's planes in the order and with the references of `plan`, each with the
+  // spatial transform its estimate chose, zigzagged into `out` (3 planes; may be the frame's own
+  // place in s.symbols); sets the planes' modes.
+  auto code_colour_frame = [&](GopSymbols& s, const RelatedFrame& f, const codecs::ChannelPlan& plan, std::span<std::uint32_t> out) {
+    for (std::size_t k = 0; k < 3; ++k) {
+      const auto zigzagged = std::span<const std::uint32_t>(s.symbols).subspan(f.offset + k * plane_size, plane_size);
+      std::transform(zigzagged.begin(), zigzagged.end(), pending[k].symbols.begin(), codecs::unzigzag);
+    }
+    const auto choice = codecs::plan_cost(f.costs, plan);
+    const auto& order = plan.order;
+    for (std::size_t p = 0; p < 3; ++p) {
+      const std::size_t k = order[p];
+      codecs::apply_channel_ref(plan.ref(p), pending[k].symbols, pending[order[0]].symbols, pending[order[1]].symbols,
+                                channel_scratch);
+      if (!f.intra[k]) {
+        std::uint8_t& mode = s.planes[f.t][k].mode;
+        mode = std::uint8_t((mode & kModeFlags) | std::uint8_t(choice.transform[p]));
+        codecs::forward_transform(choice.transform[p], channel_scratch, shape.width, transformed);
+        channel_scratch.swap(transformed);
+      }
+      std::transform(channel_scratch.begin(), channel_scratch.end(), out.begin() + std::ptrdiff_t(p * plane_size), codecs::zigzag);
+    }
+  };
+  // When a GOP is done: a channel order for its key frame and one for the frames after it (each
+  // group has its own tables in the entropy coder), each frame's references in that order, and
+  // its frames recoded by them, in place.
+  auto finish_colour_gop = [&](std::size_t g) {
+    GopSymbols& s = coded[g];
+    std::vector<codecs::ChannelCosts> costs;
+    for (const bool key : {true, false}) {
+      costs.clear();
+      for (const auto& f : related_frames[g])
+        if ((f.t == 0) == key) costs.push_back(f.costs);
+      if (costs.empty()) continue;
+      const auto order = codecs::choose_channel_order(costs);
+      for (const auto& f : related_frames[g]) {
+        if ((f.t == 0) != key) continue;
+        const auto plan = codecs::choose_channel_refs(f.costs, order);
+        s.channel_plans[f.t] = plan.byte();
+        code_colour_frame(s, f, plan, std::span<std::uint32_t>(s.symbols).subspan(f.offset, 3 * plane_size));
+      }
+    }
+    related_frames[g].clear();
   };
   // Coded block motion (codecs/block_motion.hpp), decided per frame: channel 0 searches the vectors
   // against its previous reconstruction, and every channel is displaced by them, so that channel
@@ -552,20 +654,12 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     // The predictor's forecast of the whole frame (the channels' planes follow each other), before
     // any per-block map replaces this plane's.
     const std::uint16_t* frame_forecast = forecast.empty() ? nullptr : forecast.data() - c * plane_size;
-    const std::size_t previous = previous_channel;
-    previous_channel = SIZE_MAX;
     const auto& frame = (*gops[g])[t];
     const std::span<const std::uint16_t> plane(frame.data() + c * plane_size, plane_size);
     std::span<std::uint16_t> recon(encoded[g].reconstruction[t].data() + c * plane_size, plane_size);
     GopSymbols& s = coded[g];
     PlaneRecord record;
     record.tolerance = plane_tolerance(settings, plane, shape.max_value);
-    // Only where both planes' symbols are bin indices of one width: equal uniform tolerances
-    // (pwrel bins follow each pixel's forecast, rel tolerances each channel's range; measured on
-    // vtest at pwrel 0.05: the estimate chose differences and the archive grew 1.3%).
-    const bool delta_allowed = c > 0 && previous == c - 1 && !settings.bound.pointwise() &&
-                               record.tolerance == previous_tolerance;
-    previous_tolerance = record.tolerance;
     const auto bound = plane_bound(settings, record.tolerance, shape.max_value);
     bool mapped = false;
     if (!forecast.empty() && fallback_blocks) {
@@ -613,14 +707,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     }
     if (forecast.empty()) {
       codecs::quantize_plane_intra(plane, shape.width, bound, plane_symbols, recon, s.literals);
-      if (delta_allowed && codecs::estimate_cost(delta_of(plane_symbols), shape.width) <
-                               codecs::estimate_cost(plane_symbols, shape.width)) {
-        record.mode |= kChannelDeltaFlag;
-        append_zigzagged(s.symbols, delta);
-      } else {
-        append_zigzagged(s.symbols, plane_symbols);
-      }
-      remember(plane_symbols, c);
+      put_symbols(s, c, plane_symbols, true, std::nullopt);
     } else if (settings.quantizer == QuantizerKind::Interval && settings.bound.mode != codecs::BoundMode::Lossless) {
       codecs::IntervalRuns runs;
       codecs::interval_quantize(plane, forecast, bound, runs, recon);
@@ -639,36 +726,24 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       inter_literals.clear();
       intra_literals.clear();
       codecs::quantize_plane(plane, forecast, bound, plane_symbols, recon, inter_literals);
-      auto inter = codecs::choose_transform(plane_symbols, shape.width);
-      bool use_delta = false;
-      if (delta_allowed) {
-        const auto d = codecs::choose_transform(delta_of(plane_symbols), shape.width);
-        if (d.cost < inter.cost) inter = d, use_delta = true;
-      }
+      // Each plane's own estimates decide here; a colour frame's plan then codes its planes against
+      // each other where that is smaller.
+      const auto inter = codecs::choose_transform(plane_symbols, shape.width);
       // Intra coding of a forecast plane rarely wins (scene cuts, appearing objects): estimated on
       // the original pixels first (exact when lossless), quantized for real only when it may win.
       const auto intra_estimate = codecs::estimate_cost_rows(codecs::sample_intra_symbols(plane, shape.width, bound));
       const bool may_win = settings.bound.mode == codecs::BoundMode::Lossless ? intra_estimate < inter.cost
                                                                              : intra_estimate < inter.cost + inter.cost / 8;
       std::uint64_t intra_cost = UINT64_MAX;
-      bool intra_delta = false;
       if (may_win) {
         codecs::quantize_plane_intra(plane, shape.width, bound, intra_symbols, intra_recon, intra_literals);
         intra_cost = codecs::estimate_cost(intra_symbols, shape.width);
-        if (delta_allowed)
-          if (const auto d = codecs::estimate_cost(delta_of(intra_symbols), shape.width); d < intra_cost)
-            intra_cost = d, intra_delta = true;
       }
       if (intra_cost < inter.cost) {
-        record.mode = kIntraPlane | (intra_delta ? kChannelDeltaFlag : 0);
+        record.mode = kIntraPlane;
         std::copy(intra_recon.begin(), intra_recon.end(), recon.begin());
-        if (intra_delta) {
-          append_zigzagged(s.symbols, delta);
-        } else {
-          append_zigzagged(s.symbols, intra_symbols);
-        }
+        put_symbols(s, c, intra_symbols, true, codecs::TransformChoice{PlaneTransform::None, intra_cost});
         s.literals.insert(s.literals.end(), intra_literals.begin(), intra_literals.end());
-        remember(intra_symbols, c);
       } else {
         record.mode = std::uint8_t(inter.transform);
         if (motion) {
@@ -679,20 +754,13 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
           record.mode |= kBlockMapFlag;
           s.block_maps.insert(s.block_maps.end(), block_map.begin(), block_map.end());
         }
-        if (use_delta) {
-          record.mode |= kChannelDeltaFlag;
-          delta_of(plane_symbols);  // the intra candidate above may have used the buffer
-        }
-        codecs::forward_transform(inter.transform,
-                                  use_delta ? std::span<const std::int32_t>(delta) : std::span<const std::int32_t>(plane_symbols),
-                                  shape.width, transformed);
-        append_zigzagged(s.symbols, transformed);
+        put_symbols(s, c, plane_symbols, false, inter);
         s.literals.insert(s.literals.end(), inter_literals.begin(), inter_literals.end());
-        remember(plane_symbols, c);
       }
     }
     if (c == 0) channel0_motion = (record.mode & kMotionFlag) ? std::make_pair(g, t) : std::make_pair(SIZE_MAX, SIZE_MAX);
     s.planes[t].push_back(record);
+    if (colour && c + 1 == shape.channels) put_colour_frame(g, t);
   };
 
   for (std::size_t g = 0; g < gops.size(); ++g) {
@@ -704,11 +772,13 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       if (f.size() != shape.size()) throw std::invalid_argument("frame size differs from the GOP's shape");
     encoded[g].reconstruction = unwritten_frames(frames.size(), shape.size());  // every plane is coded below
     coded[g].planes.resize(frames.size());
+    if (colour) coded[g].channel_plans.assign(frames.size(), 0);
     for (std::uint32_t c = 0; c < shape.channels; ++c) code_plane(g, 0, c, {});
     if (settings.key_frame_uncoded) {
       GopSymbols& s = coded[g];
       s.symbols.clear(), s.run_values.clear(), s.run_lengths.clear(), s.literals.clear(), s.block_maps.clear();
       s.motion.clear();
+      related_frames[g].clear();
     }
     states[g] = predictor.begin_gop(shape, encoded[g].reconstruction[0]);
   }
@@ -724,6 +794,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     run_lockstep(predictor, shape, states, lengths, code_plane, encoder_reconstruction);
   }
 
+  if (colour)
+    for (std::size_t g = 0; g < gops.size(); ++g) finish_colour_gop(g);
   std::vector<std::size_t> retry;
   for (std::size_t g = 0; g < gops.size(); ++g) {
     const bool used_motion = !coded[g].motion.empty();
@@ -773,6 +845,8 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   std::vector<codecs::LiteralCursor> literals;
   std::vector<codecs::SignedSymbolReader> readers;
   readers.reserve(chunks.size());
+  // [g][t]: how a colour frame's symbol planes are coded against each other.
+  std::vector<std::vector<codecs::ChannelPlan>> plans(chunks.size());
 
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     ByteReader in(chunks[g], "chunk");
@@ -785,14 +859,23 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     GopSymbols& s = coded[g];
     s.planes.assign(count, std::vector<PlaneRecord>(shape.channels));
     std::uint64_t symbol_count = 0, run_count = 0, map_count = 0, motion_planes = 0;
-    for (std::size_t t = 0; t < count; ++t)
+    if (shape.channels > 1) plans[g].resize(count);
+    for (std::size_t t = 0; t < count; ++t) {
+      if (shape.channels > 1 && version >= 6) {
+        try {
+          plans[g][t] = codecs::ChannelPlan::from_byte(in.u8());
+        } catch (const codecs::CodecError& e) {
+          in.fail(e.what());
+        }
+      }
       for (auto& plane : s.planes[t]) {
         plane.tolerance = std::uint32_t(in.varint(shape.max_value, "tolerance"));
         plane.mode = in.u8();
         const std::uint8_t base = plane.mode & ~kModeFlags;
         if (base > kIntraPlane) in.fail("unknown plane mode");
         const std::size_t c = std::size_t(&plane - s.planes[t].data());
-        if ((plane.mode & kChannelDeltaFlag) && (version < 3 || c == 0)) in.fail("channel delta without a previous channel");
+        if ((plane.mode & kChannelDeltaFlag) && (version < 3 || version >= 6 || c == 0))
+          in.fail(version >= 6 ? "channel delta flag in a chunk of version 6 or later" : "channel delta without a previous channel");
         if (plane.mode & kMotionFlag) {
           if (version < 4) in.fail("coded motion in a chunk of version 3 or older");
           if (base == kIntraPlane || frame_is_intra(predictor, t) || (plane.mode & kBlockMapFlag))
@@ -816,6 +899,15 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
           symbol_count += plane_size;
         }
       }
+      if (shape.channels > 1) {
+        auto& plan = plans[g][t];
+        if (version < 6)
+          plan = codecs::ChannelPlan::from_legacy_deltas(s.planes[t][1].mode & kChannelDeltaFlag,
+                                                         s.planes[t][2].mode & kChannelDeltaFlag);
+        // A frame's planes are all interval-coded or none (the quantizer is the frame's).
+        if (plan.relates_planes() && s.planes[t][0].run_count > 0) in.fail("channel plan on interval-coded planes");
+      }
+    }
     // The plane symbols decode plane by plane when the plane is reconstructed (striped rANS), while
     // they are in cache; the small streams below decode now.
     readers.emplace_back(in.blob(), shape.width, symbol_count);
@@ -861,21 +953,40 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     references[g] = sequential_references(frame_counts[g]);
     far_references[g].assign(frame_counts[g], kNoFrame);
   }
-  std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>> blended(plane_size);
-  std::vector<std::int32_t, codecs::BufferAllocator<std::int32_t>> plane_symbols(plane_size), previous_symbols;
-  if (shape.channels > 1) previous_symbols.resize(plane_size);
-  std::pair<std::size_t, std::size_t> previous_channel{SIZE_MAX, SIZE_MAX};  // (GOP, plane) of previous_symbols
+  // A forecast built here (per-block map, motion): for a plane reconstructed at once, one buffer
+  // that stays in cache; for a plane that waits for the planes its frame's plan codes first, its own.
+  using ForecastPlane = std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>>;
+  ForecastPlane blended_now(plane_size);
+  std::array<ForecastPlane, 3> blended_waiting;
+  std::array<std::span<const std::uint16_t>, 3> forecast_of;  // of the frame being decoded, by channel
+  using SymbolPlane = std::vector<std::int32_t, codecs::BufferAllocator<std::int32_t>>;
+  SymbolPlane plane_symbols(plane_size);
+  // The symbol planes of the frame being decoded, by channel, after their channel references (gray:
+  // one), for the planes coded after them.
+  std::array<SymbolPlane, 3> resolved;
+  for (std::size_t c = 0; c < shape.channels && c < resolved.size(); ++c) resolved[c].resize(plane_size);
+  const codecs::ChannelPlan gray_plan;
+  std::pair<std::size_t, std::size_t> reconstructing{SIZE_MAX, SIZE_MAX};  // (GOP, frame)
+  std::size_t next_position = 0;  // of the frame's plan, the first plane not reconstructed
+  std::array<bool, 3> forecast_known{};
   const std::size_t map_size = codecs::forecast_block_count(shape.width, shape.height);
   auto decode_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
     GopSymbols& s = coded[g];
     const PlaneRecord& record = s.planes[t][c];
     std::span<std::uint16_t> recon(frames[g][t].data() + c * plane_size, plane_size);
+    const codecs::ChannelPlan& plan = shape.channels > 1 ? plans[g][t] : gray_plan;
+    if (reconstructing != std::make_pair(g, t)) reconstructing = {g, t}, next_position = 0, forecast_known.fill(false);
+    ForecastPlane* blended = &blended_now;
+    if (plan.position(c) != next_position) {
+      blended = &blended_waiting[c];
+      blended->resize(plane_size);
+    }
     if (record.mode & kBlockMapFlag) {
       const std::span<const std::uint16_t> previous(frames[g][t - 1].data() + c * plane_size, plane_size);
       const std::span<const std::uint32_t> map(s.block_maps.data() + map_pos[g], map_size);
       map_pos[g] += map_size;
-      codecs::build_forecast(map, forecast, previous, shape.width, blended);
-      forecast = blended;
+      codecs::build_forecast(map, forecast, previous, shape.width, *blended);
+      forecast = *blended;
     } else if (record.mode & kMotionFlag) {
       const std::span<const std::uint16_t> reference(frames[g][references[g][t]].data() + c * plane_size, plane_size);
       try {
@@ -889,19 +1000,18 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
           }
           field = codecs::read_motion_symbols(s.motion, motion_pos[g], shape.width, shape.height);
         }
-        codecs::compensate(field, reference, blended, shape.max_value);
+        codecs::compensate(field, reference, *blended, shape.max_value);
         if (bi) {
           codecs::compensate(far_field(field, t, references[g][t], far),
                              std::span<const std::uint16_t>(frames[g][far].data() + c * plane_size, plane_size), far_forecast,
                              shape.max_value);
-          average(blended, far_forecast, blended);
+          average(*blended, far_forecast, *blended);
         }
       } catch (const codecs::CodecError& e) {
         throw DataError(std::string("chunk: ") + e.what());
       }
-      forecast = blended;
+      forecast = *blended;
     }
-    const auto bound = plane_bound(settings, record.tolerance, shape.max_value);
     if (record.run_count > 0) {
       const std::span<const std::int32_t> values(s.run_values.data() + run_pos[g], record.run_count);
       const std::span<const std::uint32_t> lengths(s.run_lengths.data() + run_pos[g], record.run_count);
@@ -909,40 +1019,51 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       run_pos[g] += record.run_count;
       return;
     }
-    const std::span<std::int32_t> symbols(plane_symbols);
-    readers[g].read(symbols);
-    const bool intra = forecast.empty() || (record.mode & ~kModeFlags) == kIntraPlane;
-    const bool delta = record.mode & kChannelDeltaFlag;
-    // Validated when the chunk was read: c > 0, and channel c - 1 of this frame came just before.
-    if (delta && previous_channel != std::make_pair(g, t * shape.channels + c - 1)) throw DataError("chunk: channel delta after a plane without symbols");
-    if (intra) {
-      if (delta)
-        for (std::size_t i = 0; i < plane_size; ++i) symbols[i] += previous_symbols[i];
-      codecs::dequantize_plane_intra(symbols, shape.width, bound, recon, literals[g]);
-    } else {
-      // A few rows at a time while they are in cache: inverse transform, channel delta,
-      // dequantization, instead of one pass each over the whole plane of 32-bit symbols (on vtest
-      // the time did not move: the first read after the rANS scatter misses either way;
-      // docs/performance.md).
-      const auto transform = PlaneTransform(record.mode & ~kModeFlags);
+    // A frame's planes with symbols are reconstructed in the order of its channel plan, each as
+    // soon as its forecast is known (at once where the plan keeps channel order), against the planes
+    // coded before it (kept in `resolved`), a few rows at a time while they are in cache: inverse
+    // spatial transform, channel reference, dequantization. Literals (pwrel escapes) are read in
+    // channel order: frames with pwrel planes have plans in channel order (a uniform tolerance has
+    // no escapes).
+    forecast_of[c] = forecast;
+    forecast_known[c] = true;
+    const bool frame_intra = forecast.empty();
+    for (; next_position < shape.channels && forecast_known[plan.order[next_position]]; ++next_position) {
+      const std::size_t p = next_position;
+      const std::size_t k = plan.order[p];
+      const PlaneRecord& plane = s.planes[t][k];
+      const auto bound = plane_bound(settings, plane.tolerance, shape.max_value);
+      const std::span<std::uint16_t> out(frames[g][t].data() + k * plane_size, plane_size);
+      const std::span<const std::uint16_t> plane_forecast = forecast_of[k];
+      const codecs::ChannelRef ref = plan.ref(p);
+      SymbolPlane& sums = resolved[k];
+      const std::span<const std::int32_t> first(resolved[plan.order[0]]), second(resolved[plan.order[1]]);
+      readers[g].read(plane_symbols);
+      if (frame_intra || (plane.mode & ~kModeFlags) == kIntraPlane) {
+        if (ref == codecs::ChannelRef::None) {
+          sums.swap(plane_symbols);
+        } else {
+          codecs::undo_channel_ref(ref, plane_symbols, first, second, sums);
+        }
+        codecs::dequantize_plane_intra(sums, shape.width, bound, out, literals[g]);
+        continue;
+      }
+      // The inverse transform of the next rows reads these rows as they were before the channel
+      // reference, so the sums go to `sums`.
+      const auto transform = PlaneTransform(plane.mode & ~kModeFlags);
       const std::size_t w = shape.width;
       for (std::size_t y0 = 0; y0 < shape.height; y0 += kRowsPerPass) {
         const std::size_t y1 = std::min<std::size_t>(shape.height, y0 + kRowsPerPass), n = (y1 - y0) * w;
-        codecs::inverse_transform_rows(transform, symbols, w, y0, y1);
-        std::span<std::int32_t> rows = symbols.subspan(y0 * w, n);
-        if (delta) {
-          // The sums go to previous_symbols, which becomes this plane's: the transform of the
-          // next rows reads these rows as they were before the delta.
-          const std::span<std::int32_t> sums(previous_symbols.data() + y0 * w, n);
-          for (std::size_t i = 0; i < n; ++i) sums[i] += rows[i];
-          rows = sums;
+        codecs::inverse_transform_rows(transform, plane_symbols, w, y0, y1);
+        std::span<const std::int32_t> rows = std::span<const std::int32_t>(plane_symbols).subspan(y0 * w, n);
+        if (ref != codecs::ChannelRef::None) {
+          const auto row_sums = std::span<std::int32_t>(sums).subspan(y0 * w, n);
+          codecs::undo_channel_ref(ref, rows, first.subspan(y0 * w, n), second.subspan(y0 * w, n), row_sums);
+          rows = row_sums;
         }
-        codecs::dequantize_plane(rows, forecast.subspan(y0 * w, n), bound, recon.subspan(y0 * w, n), literals[g]);
+        codecs::dequantize_plane(rows, plane_forecast.subspan(y0 * w, n), bound, out.subspan(y0 * w, n), literals[g]);
       }
-    }
-    if (shape.channels > 1) {
-      if (intra || !delta) plane_symbols.swap(previous_symbols);
-      previous_channel = {g, t * shape.channels + c};
+      if (ref == codecs::ChannelRef::None) sums.swap(plane_symbols);
     }
   };
 

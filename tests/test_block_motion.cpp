@@ -212,7 +212,7 @@ TEST_CASE("coded motion pays on a panning scene and decodes bit for bit", "[moti
         const auto plain = encode_gops(*predictor, shape, gops, without);
         INFO("with motion " << coded[0].bytes.size() << " bytes, without " << plain[0].bytes.size());
         CHECK(coded[0].bytes.size() * 10 < plain[0].bytes.size() * 8);
-        CHECK(coded[0].bytes[0] == 5);  // chunk version 5 (coded motion since 4)
+        CHECK(coded[0].bytes[0] == 6);  // chunk version 6 (coded motion since 4)
 
         const std::span<const std::uint8_t> chunks[] = {coded[0].bytes};
         const std::size_t counts[] = {frames.size()};

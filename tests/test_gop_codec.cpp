@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <array>
 #include <cmath>
 #include <initializer_list>
 #include <random>
@@ -9,6 +10,7 @@
 
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"
+#include "codecs/channel_plan.hpp"
 #include "compressor/gop_codec.hpp"
 #include "support/gop_frames.hpp"
 #include "support/temp_dir.hpp"
@@ -37,6 +39,35 @@ void check_bound(const ErrorBound& bound, const FrameShape& shape, const GopFram
           FAIL("frame " << t << " channel " << c << " pixel " << p << ": x=" << x[p] << " y=" << y[p] << " "
                         << codecs::describe(bound));
     }
+}
+
+// Where a colour chunk's header (version 6: version, quantizer, predictor choice, frame count, then
+// per frame its channel plan and per plane tolerance, mode, runs) holds each frame's plan byte and
+// each plane's mode byte.
+struct ColourHeader {
+  std::vector<std::size_t> plans;
+  std::vector<std::array<std::size_t, 3>> modes;
+};
+ColourHeader read_colour_header(std::span<const std::uint8_t> chunk) {
+  ByteReader in(chunk, "chunk");
+  REQUIRE(in.u8() == 6);
+  in.u8();  // quantizer
+  in.u8();  // predictor choice
+  ColourHeader h;
+  const std::size_t frames = in.varint();
+  for (std::size_t t = 0; t < frames; ++t) {
+    h.plans.push_back(chunk.size() - in.remaining());
+    in.u8();
+    std::array<std::size_t, 3> modes{};
+    for (auto& m : modes) {
+      in.varint();
+      m = chunk.size() - in.remaining();
+      in.u8();
+      in.varint();
+    }
+    h.modes.push_back(modes);
+  }
+  return h;
 }
 
 GopFrames round_trip(const Predictor& predictor, const FrameShape& shape, const GopFrames& frames,
@@ -205,27 +236,94 @@ TEST_CASE("colour channels whose residuals move together are coded as difference
       // Without the differences three channels cost about three times one.
       INFO("colour " << coded[0].bytes.size() << " bytes, one channel " << coded_gray[0].bytes.size());
       CHECK(coded[0].bytes.size() < 2 * coded_gray[0].bytes.size());
-      // The chunk header (version, quantizer, plane count, then per plane tolerance, mode, runs)
-      // marks channels 1 and 2 of every frame as differences (mode flag 0x20), channel 0 never.
-      ByteReader in(coded[0].bytes, "chunk");
-      CHECK(in.u8() == 5);
-      in.u8();  // quantizer
-      in.u8();  // predictor choice
-      const std::size_t planes = in.varint();
-      REQUIRE(planes == frames.size());
-      for (std::size_t t = 0; t < planes; ++t)
-        for (std::uint32_t ch = 0; ch < 3; ++ch) {
-          in.varint();
-          const std::uint8_t mode = in.u8();
-          in.varint();
-          INFO("frame " << t << " channel " << ch << " mode " << int(mode));
-          CHECK(bool(mode & 0x20) == (ch > 0));
-        }
+      // Every frame's channel plan codes the second and third planes against earlier ones; no
+      // plane carries the channel-delta flag of chunk versions 3-5.
+      const auto header = read_colour_header(coded[0].bytes);
+      REQUIRE(header.plans.size() == frames.size());
+      for (std::size_t t = 0; t < frames.size(); ++t) {
+        INFO("frame " << t);
+        const auto plan = codecs::ChannelPlan::from_byte(coded[0].bytes[header.plans[t]]);
+        CHECK(plan.second != codecs::ChannelRef::None);
+        CHECK(plan.third != codecs::ChannelRef::None);
+        for (const auto mode : header.modes[t]) CHECK((coded[0].bytes[mode] & 0x20) == 0);
+      }
       const auto decoded = round_trip(*predictor, colour, frames, settings);
       if (bound.mode == BoundMode::Lossless) CHECK(decoded == frames);
       check_bound(bound, colour, frames, decoded);
     }
   }
+}
+
+TEST_CASE("a colour GOP's channel plans code first the channel the others follow, and decode exactly", "[gop][colour]") {
+  // Channel 2 carries the moving scene; channels 0 and 1 are it plus a little noise of their own,
+  // as a colour camera whose green is its cleanest channel.
+  const FrameShape colour{48, 40, 3, 255}, gray{48, 40, 1, 255};
+  const auto base = moving_scene(gray, 7, 21);
+  std::mt19937 rng(4);
+  GopFrames frames;
+  for (const auto& f : base) {
+    std::vector<std::uint16_t> c(colour.size());
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      c[2 * f.size() + i] = f[i];
+      for (std::size_t ch = 0; ch < 2; ++ch) c[ch * f.size() + i] = std::uint16_t(std::clamp(int(f[i]) + int(rng() % 7) - 3, 0, 255));
+    }
+    frames.emplace_back(c.begin(), c.end());
+  }
+  for (const char* kind : {"previous", "bidirectional", "intra"}) {
+    const auto predictor = make_classical_predictor(kind);
+    for (const ErrorBound bound : {ErrorBound{}, ErrorBound{BoundMode::Abs, 1, 0}}) {
+      CodingSettings settings;
+      settings.bound = bound;
+      INFO(kind << " " << codecs::describe(bound));
+      const GopFrames* gops[] = {&frames};
+      const auto coded = encode_gops(*predictor, colour, gops, settings);
+      const auto header = read_colour_header(coded[0].bytes);
+      for (std::size_t t = 0; t < frames.size(); ++t) {
+        INFO("frame " << t);
+        const auto plan = codecs::ChannelPlan::from_byte(coded[0].bytes[header.plans[t]]);
+        CHECK(plan.order[0] == 2);
+        // The key frame's planes, the scene itself, are coded against it (the others' residuals
+        // may be their noise alone, which differences do not shrink).
+        if (t == 0) CHECK(plan.second == codecs::ChannelRef::First);
+      }
+      const auto decoded = round_trip(*predictor, colour, frames, settings);
+      if (bound.mode == BoundMode::Lossless) CHECK(decoded == frames);
+      check_bound(bound, colour, frames, decoded);
+    }
+  }
+}
+
+TEST_CASE("a colour chunk with a bad channel plan is refused with a clear error", "[gop][colour]") {
+  const FrameShape colour{32, 24, 3, 255};
+  const auto frames = moving_scene(colour, 4, 3);
+  const auto predictor = make_classical_predictor("previous");
+  const std::size_t counts[] = {frames.size()};
+  const GopFrames* gops[] = {&frames};
+  const auto refused = [&](std::vector<std::uint8_t> chunk, const CodingSettings& settings, const std::string& why) {
+    const std::span<const std::uint8_t> chunks[] = {chunk};
+    CHECK_THROWS_WITH(decode_gops(*predictor, colour, chunks, counts, settings), Catch::Contains(why));
+  };
+  CodingSettings settings;
+  settings.pixel_chunks = false;  // a predictive chunk, whatever the scene
+  const auto coded = encode_gops(*predictor, colour, gops, settings);
+  const auto header = read_colour_header(coded[0].bytes);
+  for (const std::uint8_t b : {0x06, 0x07, 0x40, 0x80}) {
+    auto bad = coded[0].bytes;
+    bad[header.plans[1]] = b;
+    refused(bad, settings, "unknown channel plan");
+  }
+  auto flagged = coded[0].bytes;
+  flagged[header.modes[1][1]] |= 0x20;
+  refused(flagged, settings, "channel delta flag in a chunk of version 6");
+  // Interval-coded planes have no symbols to relate.
+  CodingSettings interval = settings;
+  interval.bound = ErrorBound{BoundMode::Abs, 2, 0};
+  interval.quantizer = QuantizerKind::Interval;
+  auto runs = encode_gops(*predictor, colour, gops, interval)[0].bytes;
+  const auto run_header = read_colour_header(runs);
+  CHECK(runs[run_header.plans[1]] == 0);
+  runs[run_header.plans[1]] = codecs::ChannelPlan{{0, 1, 2}, codecs::ChannelRef::First, codecs::ChannelRef::None}.byte();
+  refused(runs, interval, "channel plan on interval-coded planes");
 }
 
 TEST_CASE("the bundled colour sample decodes bit for bit and within its bound, default settings", "[gop][colour]") {

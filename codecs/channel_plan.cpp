@@ -1,0 +1,165 @@
+#include "codecs/channel_plan.hpp"
+
+#include <algorithm>
+
+#include "codecs/codec_error.hpp"
+
+namespace tezip::codecs {
+namespace {
+
+constexpr std::array<std::array<std::uint8_t, 3>, 6> kOrders{{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}};
+
+// Wrapping: hostile symbols may be anything, and the inverse must still be defined.
+inline std::int32_t wrap_sub(std::int32_t a, std::int32_t b) { return std::int32_t(std::uint32_t(a) - std::uint32_t(b)); }
+inline std::int32_t wrap_add(std::int32_t a, std::int32_t b) { return std::int32_t(std::uint32_t(a) + std::uint32_t(b)); }
+inline std::int32_t floor_mean(std::int32_t a, std::int32_t b) { return std::int32_t((std::int64_t(a) + b) >> 1); }
+
+void check_sizes(ChannelRef ref, std::size_t n, std::span<const std::int32_t> first, std::span<const std::int32_t> second,
+                 std::size_t out) {
+  if (out != n) throw CodecError("channel reference: output size differs from the plane's");
+  if (ref != ChannelRef::None && ref != ChannelRef::Second && first.size() != n)
+    throw CodecError("channel reference: first plane's size differs");
+  if ((ref == ChannelRef::Second || ref == ChannelRef::Mean) && second.size() != n)
+    throw CodecError("channel reference: second plane's size differs");
+}
+
+template <bool Forward>
+void combine(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
+             std::span<const std::int32_t> second, std::span<std::int32_t> out) {
+  check_sizes(ref, plane.size(), first, second, out.size());
+  const auto op = [](std::int32_t v, std::int32_t r) { return Forward ? wrap_sub(v, r) : wrap_add(v, r); };
+  const std::size_t n = plane.size();
+  switch (ref) {
+    case ChannelRef::None:
+      if (out.data() != plane.data()) std::copy(plane.begin(), plane.end(), out.begin());
+      return;
+    case ChannelRef::First:
+      for (std::size_t i = 0; i < n; ++i) out[i] = op(plane[i], first[i]);
+      return;
+    case ChannelRef::Second:
+      for (std::size_t i = 0; i < n; ++i) out[i] = op(plane[i], second[i]);
+      return;
+    case ChannelRef::Mean:
+      for (std::size_t i = 0; i < n; ++i) out[i] = op(plane[i], floor_mean(first[i], second[i]));
+      return;
+  }
+  throw CodecError("unknown channel reference");
+}
+
+}  // namespace
+
+std::uint8_t ChannelPlan::byte() const {
+  const auto it = std::find(kOrders.begin(), kOrders.end(), order);
+  if (it == kOrders.end() || (second != ChannelRef::None && second != ChannelRef::First))
+    throw CodecError("channel plan: not a plan");
+  return std::uint8_t(std::size_t(it - kOrders.begin()) | (std::size_t(second) << 3) | (std::size_t(third) << 4));
+}
+
+ChannelPlan ChannelPlan::from_byte(std::uint8_t b) {
+  if ((b & 7) >= kOrders.size() || (b >> 6) != 0) throw CodecError("unknown channel plan");
+  ChannelPlan p;
+  p.order = kOrders[b & 7];
+  p.second = ChannelRef((b >> 3) & 1);
+  p.third = ChannelRef((b >> 4) & 3);
+  return p;
+}
+
+ChannelPlan ChannelPlan::from_legacy_deltas(bool second_minus_first, bool third_minus_second) {
+  ChannelPlan p;
+  p.second = second_minus_first ? ChannelRef::First : ChannelRef::None;
+  p.third = third_minus_second ? ChannelRef::Second : ChannelRef::None;
+  return p;
+}
+
+std::size_t ChannelPlan::position(std::size_t channel) const {
+  for (std::size_t p = 0; p < 3; ++p)
+    if (order[p] == channel) return p;
+  throw CodecError("channel plan: no such channel");
+}
+
+void apply_channel_ref(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
+                       std::span<const std::int32_t> second, std::span<std::int32_t> out) {
+  combine<true>(ref, plane, first, second, out);
+}
+
+void undo_channel_ref(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
+                      std::span<const std::int32_t> second, std::span<std::int32_t> out) {
+  combine<false>(ref, plane, first, second, out);
+}
+
+ChannelCosts estimate_channel_costs(std::array<std::span<const std::int32_t>, 3> planes, std::array<bool, 3> intra,
+                                    std::size_t width, std::span<std::int32_t> scratch,
+                                    const std::array<std::optional<TransformChoice>, 3>& own) {
+  const std::size_t n = planes[0].size();
+  if (planes[1].size() != n || planes[2].size() != n || scratch.size() < n) throw CodecError("channel plan: plane sizes differ");
+  const std::span<std::int32_t> candidate = scratch.first(n);
+  const auto estimate = [&](std::size_t k, std::span<const std::int32_t> values) {
+    if (intra[k]) return TransformChoice{PlaneTransform::None, estimate_cost(values, width)};
+    return choose_transform(values, width);
+  };
+  ChannelCosts out;
+  for (std::size_t k = 0; k < 3; ++k) {
+    out.cost[k][3] = own[k] ? *own[k] : estimate(k, planes[k]);
+    const std::size_t a = k == 0 ? 1 : 0, b = k == 2 ? 1 : 2;  // the other two
+    apply_channel_ref(ChannelRef::Mean, planes[k], planes[a], planes[b], candidate);
+    out.cost[k][k] = estimate(k, candidate);
+    for (const std::size_t r : {a, b}) {
+      if (r < k && intra[r] == intra[k]) continue;  // estimated with (r, k) below
+      apply_channel_ref(ChannelRef::First, planes[k], planes[r], {}, candidate);
+      out.cost[k][r] = estimate(k, candidate);
+      // A difference and its negation have the same magnitudes and transform choice; their
+      // estimates differ by the zigzag's sign bit at most: one serves both.
+      if (intra[r] == intra[k]) out.cost[r][k] = out.cost[k][r];
+    }
+  }
+  return out;
+}
+
+ChannelChoice plan_cost(const ChannelCosts& frame, const ChannelPlan& plan) {
+  ChannelChoice out;
+  for (std::size_t p = 0; p < 3; ++p) {
+    const std::size_t k = plan.order[p];
+    std::size_t r = 3;
+    switch (plan.ref(p)) {
+      case ChannelRef::None: break;
+      case ChannelRef::First: r = plan.order[0]; break;
+      case ChannelRef::Second: r = plan.order[1]; break;
+      case ChannelRef::Mean: r = k; break;
+    }
+    out.cost += frame.cost[k][r].cost;
+    out.transform[p] = frame.cost[k][r].transform;
+  }
+  return out;
+}
+
+namespace {
+
+constexpr ChannelRef kSecondRefs[] = {ChannelRef::None, ChannelRef::First};
+constexpr ChannelRef kThirdRefs[] = {ChannelRef::None, ChannelRef::Second, ChannelRef::First, ChannelRef::Mean};
+
+}  // namespace
+
+ChannelPlan choose_channel_refs(const ChannelCosts& frame, const std::array<std::uint8_t, 3>& order) {
+  ChannelPlan best;
+  best.order = order;
+  std::uint64_t best_cost = UINT64_MAX;
+  for (const ChannelRef second : kSecondRefs)
+    for (const ChannelRef third : kThirdRefs) {
+      const ChannelPlan plan{order, second, third};
+      if (const auto cost = plan_cost(frame, plan).cost; cost < best_cost) best = plan, best_cost = cost;
+    }
+  return best;
+}
+
+std::array<std::uint8_t, 3> choose_channel_order(std::span<const ChannelCosts> frames) {
+  std::array<std::uint8_t, 3> best = kOrders[0];
+  std::uint64_t best_cost = UINT64_MAX;
+  for (const auto& order : kOrders) {
+    std::uint64_t total = 0;
+    for (const auto& f : frames) total += plan_cost(f, choose_channel_refs(f, order)).cost;
+    if (total < best_cost) best = order, best_cost = total;
+  }
+  return best;
+}
+
+}  // namespace tezip::codecs

@@ -1,0 +1,124 @@
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "codecs/channel_plan.hpp"
+#include "codecs/codec_error.hpp"
+
+using namespace tezip::codecs;
+
+namespace {
+
+std::vector<ChannelPlan> every_plan() {
+  std::vector<ChannelPlan> plans;
+  const std::array<std::uint8_t, 3> orders[] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+  for (const auto& order : orders)
+    for (const ChannelRef second : {ChannelRef::None, ChannelRef::First})
+      for (const ChannelRef third : {ChannelRef::None, ChannelRef::First, ChannelRef::Second, ChannelRef::Mean})
+        plans.push_back({order, second, third});
+  return plans;
+}
+
+// Three planes of one picture: channel `base` smooth with a little noise, the others it plus
+// stronger noise of their own, so that each costs less as its difference from `base`, and `base`
+// is the cheapest alone.
+std::array<std::vector<std::int32_t>, 3> related_planes(std::size_t n, std::size_t width, std::size_t base, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::array<std::vector<std::int32_t>, 3> planes;
+  for (auto& p : planes) p.resize(n);
+  for (std::size_t i = 0; i < n; ++i) planes[base][i] = int((i % width) / 4 + (i / width) / 4) + int(rng() % 9) - 4;
+  for (std::size_t k = 0; k < 3; ++k)
+    if (k != base)
+      for (std::size_t i = 0; i < n; ++i) planes[k][i] = planes[base][i] + int(rng() % 31) - 15;
+  return planes;
+}
+
+}  // namespace
+
+TEST_CASE("every channel plan has its own byte, read back as it was written", "[channel_plan]") {
+  std::set<std::uint8_t> bytes;
+  for (const auto& plan : every_plan()) {
+    const std::uint8_t b = plan.byte();
+    CHECK(bytes.insert(b).second);
+    CHECK(ChannelPlan::from_byte(b) == plan);
+    for (std::size_t p = 0; p < 3; ++p) CHECK(plan.position(plan.order[p]) == p);
+  }
+  CHECK(bytes.size() == 48);
+  CHECK(ChannelPlan().byte() == 0);
+  CHECK_FALSE(ChannelPlan().relates_planes());
+  // The deltas of chunk versions 3-5 are plans of storage order.
+  CHECK(ChannelPlan::from_legacy_deltas(true, true) == ChannelPlan{{0, 1, 2}, ChannelRef::First, ChannelRef::Second});
+  CHECK(ChannelPlan::from_legacy_deltas(false, false) == ChannelPlan());
+  // Every byte no plan writes is refused.
+  for (int b = 0; b < 256; ++b)
+    if (!bytes.count(std::uint8_t(b))) CHECK_THROWS_AS(ChannelPlan::from_byte(std::uint8_t(b)), CodecError);
+}
+
+TEST_CASE("channel references are undone exactly, for any values (wrapping)", "[channel_plan]") {
+  std::mt19937 rng(5);
+  const std::size_t n = 257;
+  std::vector<std::int32_t> plane(n), first(n), second(n), coded(n), back(n);
+  const std::int32_t extremes[] = {std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max(), -1, 0, 1};
+  for (std::size_t i = 0; i < n; ++i) {
+    plane[i] = i < 5 ? extremes[i] : std::int32_t(rng());
+    first[i] = i < 5 ? extremes[4 - i] : std::int32_t(rng());
+    second[i] = i < 5 ? extremes[i] : std::int32_t(rng() % 1000) - 500;
+  }
+  for (const ChannelRef ref : {ChannelRef::None, ChannelRef::First, ChannelRef::Second, ChannelRef::Mean}) {
+    INFO("reference " << int(ref));
+    apply_channel_ref(ref, plane, first, second, coded);
+    undo_channel_ref(ref, coded, first, second, back);
+    CHECK(back == plane);
+    // In place, as the encoder and decoder may call them.
+    std::vector<std::int32_t> in_place = plane;
+    apply_channel_ref(ref, in_place, first, second, in_place);
+    CHECK(in_place == coded);
+  }
+  // The mean is the floor of the exact mean, never wrapped.
+  std::vector<std::int32_t> a{std::numeric_limits<std::int32_t>::max(), -3, 3}, b{std::numeric_limits<std::int32_t>::max(), 0, 0};
+  std::vector<std::int32_t> zero(3, 0), out(3);
+  apply_channel_ref(ChannelRef::Mean, zero, a, b, out);
+  CHECK(out == std::vector<std::int32_t>{-std::numeric_limits<std::int32_t>::max(), 2, -1});
+  CHECK_THROWS_AS(apply_channel_ref(ChannelRef::First, zero, std::vector<std::int32_t>(2), {}, out), CodecError);
+  CHECK_THROWS_AS(apply_channel_ref(ChannelRef::Mean, zero, a, {}, out), CodecError);
+}
+
+TEST_CASE("the channel order and references follow the data", "[channel_plan]") {
+  const std::size_t width = 64, n = width * 48;
+  std::vector<std::int32_t> scratch(n);
+  for (const std::size_t base : {0, 1, 2}) {
+    INFO("the channel the others follow: " << base);
+    std::vector<ChannelCosts> frames;
+    for (std::uint32_t seed = 0; seed < 3; ++seed) {
+      const auto planes = related_planes(n, width, base, seed);
+      frames.push_back(estimate_channel_costs({planes[0], planes[1], planes[2]}, {false, false, false}, width, scratch));
+      // The estimate of a plane as it is is choose_transform's.
+      for (std::size_t k = 0; k < 3; ++k) CHECK(frames.back().cost[k][3].cost == choose_transform(planes[k], width).cost);
+    }
+    const auto order = choose_channel_order(frames);
+    CHECK(order[0] == base);  // the noisy one alone, the others as small differences from it
+    for (const auto& f : frames) {
+      const auto plan = choose_channel_refs(f, order);
+      CHECK(plan.order == order);
+      CHECK(plan.second == ChannelRef::First);
+      CHECK(plan.third == ChannelRef::First);  // minus `base`
+      CHECK(plan_cost(f, plan).cost < plan_cost(f, ChannelPlan{order, ChannelRef::None, ChannelRef::None}).cost);
+    }
+  }
+  // Independent planes: storage order, nothing referenced.
+  std::mt19937 rng(9);
+  std::array<std::vector<std::int32_t>, 3> planes;
+  for (auto& p : planes) {
+    p.resize(n);
+    for (auto& v : p) v = int(rng() % 21) - 10;
+  }
+  const ChannelCosts independent[] = {estimate_channel_costs({planes[0], planes[1], planes[2]}, {true, false, true}, width, scratch)};
+  const auto order = choose_channel_order(independent);
+  CHECK(choose_channel_refs(independent[0], order) == ChannelPlan{order, ChannelRef::None, ChannelRef::None});
+  // Intra planes are coded as they are: no spatial transform.
+  CHECK(plan_cost(independent[0], ChannelPlan()).transform[0] == PlaneTransform::None);
+}
