@@ -598,7 +598,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       return found.sad + found.vector_bits < forecast_sad - forecast_sad / 32;
     }
     // The estimate of the frame's residuals: each channel as it is, or as its difference from the
-    // previous channel where the tolerances allow and that is smaller (as code_plane will decide).
+    // previous channel where the tolerances allow and that is smaller (a cheap stand-in for the
+    // channel plan the GOP will take).
     auto frame_cost = [&](auto forecast_of) {
       std::uint64_t total = 0;
       std::uint32_t previous_tolerance = 0;
