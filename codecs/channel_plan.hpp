@@ -11,7 +11,8 @@
 namespace tezip::codecs {
 
 // A reversible colour transform on the three symbol planes of a colour frame (residual bins or
-// exact residuals), chosen per frame from the data and recorded in one byte: the planes are coded
+// exact residuals), recorded per frame in one byte and chosen from the data (the encoder takes one
+// order per GOP and each frame's best references in it: docs/colour.md): the planes are coded
 // in `order`; the second as it is or minus the first; the third as it is, minus the first, minus the
 // second, or minus the floor of their mean. Integer and exact, so lossless on bin indices: the
 // error bound still holds per channel as quantized. This family holds FFV1's and JPEG XL's simple
