@@ -978,7 +978,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     const codecs::ChannelPlan& plan = shape.channels > 1 ? plans[g][t] : gray_plan;
     if (reconstructing != std::make_pair(g, t)) reconstructing = {g, t}, next_position = 0, forecast_known.fill(false);
     ForecastPlane* blended = &blended_now;
-    if (plan.position(c) != next_position) {
+    if (record.run_count == 0 && plan.position(c) != next_position) {  // interval planes are reconstructed at once
       blended = &blended_waiting[c];
       blended->resize(plane_size);
     }

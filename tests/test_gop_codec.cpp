@@ -41,6 +41,20 @@ void check_bound(const ErrorBound& bound, const FrameShape& shape, const GopFram
     }
 }
 
+// A colour scene from a gray one: channel ch of each pixel is value_of(ch, the gray value), channel
+// by channel.
+template <class ValueOf>
+GopFrames colour_scene(const GopFrames& gray, ValueOf value_of) {
+  GopFrames frames;
+  for (const auto& f : gray) {
+    std::vector<std::uint16_t> c(3 * f.size());
+    for (std::uint32_t ch = 0; ch < 3; ++ch)
+      for (std::size_t i = 0; i < f.size(); ++i) c[ch * f.size() + i] = value_of(ch, f[i]);
+    frames.emplace_back(c.begin(), c.end());
+  }
+  return frames;
+}
+
 // Where a colour chunk's header (version 6: version, quantizer, predictor choice, frame count, then
 // per frame its channel plan and per plane tolerance, mode, runs) holds each frame's plan byte and
 // each plane's mode byte.
@@ -213,14 +227,9 @@ TEST_CASE("colour channels whose residuals move together are coded as difference
   const auto base = moving_scene(gray, 6, 8);
   // Each channel has its own small noise too, so that no channel repeats another (zstd would find that).
   std::mt19937 rng(12);
-  GopFrames frames;
-  for (const auto& f : base) {
-    std::vector<std::uint16_t> c(colour.size());
-    for (std::uint32_t ch = 0; ch < 3; ++ch)
-      for (std::size_t i = 0; i < f.size(); ++i)
-        c[ch * f.size() + i] = std::uint16_t(std::clamp(int(f[i]) - 20 * int(ch) + (rng() % 64 == 0 ? 1 : 0), 0, 255));
-    frames.emplace_back(c.begin(), c.end());
-  }
+  const GopFrames frames = colour_scene(base, [&](std::uint32_t ch, std::uint16_t v) {
+    return std::uint16_t(std::clamp(int(v) - 20 * int(ch) + (rng() % 64 == 0 ? 1 : 0), 0, 255));
+  });
   GopFrames one_channel;
   for (const auto& f : frames) one_channel.emplace_back(f.begin(), f.begin() + std::ptrdiff_t(gray.size()));
   for (const char* kind : {"intra", "previous"}) {
@@ -260,15 +269,9 @@ TEST_CASE("a colour GOP's channel plans code first the channel the others follow
   const FrameShape colour{48, 40, 3, 255}, gray{48, 40, 1, 255};
   const auto base = moving_scene(gray, 7, 21);
   std::mt19937 rng(4);
-  GopFrames frames;
-  for (const auto& f : base) {
-    std::vector<std::uint16_t> c(colour.size());
-    for (std::size_t i = 0; i < f.size(); ++i) {
-      c[2 * f.size() + i] = f[i];
-      for (std::size_t ch = 0; ch < 2; ++ch) c[ch * f.size() + i] = std::uint16_t(std::clamp(int(f[i]) + int(rng() % 7) - 3, 0, 255));
-    }
-    frames.emplace_back(c.begin(), c.end());
-  }
+  const GopFrames frames = colour_scene(base, [&](std::uint32_t ch, std::uint16_t v) {
+    return ch == 2 ? v : std::uint16_t(std::clamp(int(v) + int(rng() % 7) - 3, 0, 255));
+  });
   for (const char* kind : {"previous", "bidirectional", "intra"}) {
     const auto predictor = make_classical_predictor(kind);
     for (const ErrorBound bound : {ErrorBound{}, ErrorBound{BoundMode::Abs, 1, 0}}) {
