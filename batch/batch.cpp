@@ -6,13 +6,18 @@
 #include <cstdio>
 #include <fstream>
 #include <numeric>
+#include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "format/archive.hpp"
 #include "compressor/decoder.hpp"
 #include "format/errors.hpp"
+#include "io/atomic_file.hpp"
 #include "io/output_path.hpp"
 #include "io/temporary_files.hpp"
+#include "predictor/learned_predictor.hpp"
+#include "predictor/model_file.hpp"
 
 namespace tezip {
 
@@ -138,8 +143,62 @@ BatchPlan plan_batch(std::vector<SequenceSize> sequences, std::uint64_t shard_si
   return plan;
 }
 
+namespace {
+
+std::string request_of(const BatchPlan& plan, const CompressOptions& c) {
+  nlohmann::json sequences = nlohmann::json::array();
+  for (const auto& s : plan.sequences) sequences.push_back({s.name, s.frames, s.raw_bytes});
+  std::string start;
+  if (c.adapt_from_scratch) {
+    start = "stack";
+    for (const int channels : c.adapt.net.a_channels) start += " " + std::to_string(channels);
+  } else {
+    start = load_model_file(c.learned.model.empty() ? default_model_path() : c.learned.model).weights_sha256;
+  }
+  const nlohmann::json request = {{"sequences", sequences},
+                                  {"budget", c.adapt_auto ? nlohmann::json("auto") : nlohmann::json(c.adapt.seconds)},
+                                  {"start", start},
+                                  {"residual", c.adapt.residual},
+                                  {"seed", c.adapt.seed},
+                                  {"max_values", c.adapt_max_values}};
+  const std::string text = request.dump();
+  return sha256_hex(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+}
+
+// The "batch_request" an adapted model's metadata records; "" for any other model.
+std::string batch_request_of(const ModelFile& model) {
+  const auto metadata = nlohmann::json::parse(model.metadata_json, nullptr, false);
+  if (!metadata.is_object()) return "";
+  const auto it = metadata.find("batch_request");
+  return it != metadata.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// OUTDIR's models written by batch jobs (dataset_model_name, a batch_request): path and model.
+std::vector<std::pair<fs::path, ModelFile>> batch_models_in(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (name.starts_with("prednet-") && it->path().extension() == ".tzm") files.push_back(it->path());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<std::pair<fs::path, ModelFile>> models;
+  for (const auto& file : files) {
+    try {
+      ModelFile model = load_model_file(file);
+      if (file.filename() == dataset_model_name(model.weights_sha256) && !batch_request_of(model).empty())
+        models.emplace_back(file, std::move(model));
+    } catch (const ModelError&) {
+      // Damaged (a rerun adapts again) or not ours: left alone.
+    }
+  }
+  return models;
+}
+
+}  // namespace
+
 BatchJob::BatchJob(const fs::path& input, fs::path output_dir, BatchOptions options)
-    : output_dir_(resolved_path(output_dir)), options_(std::move(options)) {
+    : input_(input), output_dir_(resolved_path(output_dir)), options_(std::move(options)) {
   // Before the input is read: the shards must neither replace nor join it.
   const fs::path inputs[] = {input};
   check_output_apart(output_dir, inputs);
@@ -153,6 +212,9 @@ BatchJob::BatchJob(const fs::path& input, fs::path output_dir, BatchOptions opti
   plan_ = plan_batch(std::move(sizes), options_.shard_size, options_.workers);
   options_.compress.progress = {};
   options_.compress.overwrite = true;  // only ever over this job's own hidden files
+  // With --adapt the predictor is known once the model is (use_adapted_model).
+  if (adapts()) adapt_request_ = request_of(plan_, options_.compress);
+  else predictor_ = make_predictor(options_.compress)->identity();
   std::error_code ec;
   fs::create_directories(output_dir_, ec);
   if (ec) throw OutputError(output_dir_.string() + ": cannot create: " + ec.message());
@@ -167,7 +229,7 @@ std::string BatchJob::check_shard(const fs::path& path, std::size_t shard, bool 
     const auto& index = reader.index();
     ArchiveSettings expected;
     expected.coding = options_.compress.coding;
-    expected.predictor = make_classical_predictor(options_.compress.predictor)->identity();
+    expected.predictor = predictor_;
     expected.gop = options_.compress.gop;
     if (settings_bytes(index.settings) != settings_bytes(expected)) return "written with other settings";
     if (index.sequences.size() != planned.sequences.size()) return "holds other sequences than the plan's";
@@ -189,6 +251,8 @@ std::string BatchJob::check_shard(const fs::path& path, std::size_t shard, bool 
 WorkerReport BatchJob::run_worker(unsigned worker, const std::function<void(const ShardResult&)>& on_shard) {
   if (worker >= plan_.workers)
     throw std::invalid_argument("worker " + std::to_string(worker) + " of " + std::to_string(plan_.workers));
+  if (adapts() && adapted_model_.empty())
+    throw std::logic_error("BatchJob::run_worker: --adapt, and no adapted model in use (use_adapted_model)");
   const auto start = std::chrono::steady_clock::now();
   WorkerReport report;
   report.worker = worker;
@@ -238,6 +302,78 @@ WorkerReport BatchJob::run_worker(unsigned worker, const std::function<void(cons
   return report;
 }
 
+bool BatchJob::adapts() const { return options_.compress.adapt_auto || options_.compress.adapt.seconds > 0; }
+
+
+std::optional<fs::path> BatchJob::find_adapted_model() const {
+  const std::string request = adapt_request();
+  for (auto& [path, model] : batch_models_in(output_dir_))
+    if (batch_request_of(model) == request) return path;
+  return std::nullopt;
+}
+
+BatchJob::Adapted BatchJob::adapt_model(unsigned threads) const {
+  Adapted adapted;
+  try {
+    adapted.result = adapt_to_input(input_, options_.compress, resolve_threads(threads));
+  } catch (const ModelError& e) {  // LearnedModuleError too: no libtorch
+    throw InputError(e.what());
+  }
+  ModelFile& model = adapted.result.model;
+  auto metadata = nlohmann::json::parse(model.metadata_json, nullptr, false);
+  if (!metadata.is_object()) metadata = nlohmann::json::object();
+  metadata["trainer"] = "tezip batch --adapt";
+  metadata["batch_request"] = adapt_request();
+  model.metadata_json = metadata.dump();
+  const auto bytes = model.serialize();
+  adapted.path = output_dir_ / dataset_model_name(model.weights_sha256);
+  std::error_code ec;
+  if (fs::exists(adapted.path, ec)) {
+    // Only ever one of ours with these very weights (an earlier run's, under another request).
+    bool ours = false;
+    try {
+      const auto existing = load_model_file(adapted.path);
+      ours = !batch_request_of(existing).empty() && existing.weights_sha256 == model.weights_sha256;
+    } catch (const ModelError&) {
+    }
+    if (!ours) throw OutputError(adapted.path.string() + ": exists and is not a model this batch job wrote; batch does not replace it");
+  }
+  write_file_atomically(adapted.path, bytes);
+  return adapted;
+}
+
+fs::path BatchJob::wait_for_adapted_model(double timeout, double poll) const {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    if (auto found = find_adapted_model()) return *found;
+    if (seconds_since(start) >= timeout) {
+      char text[64];
+      std::snprintf(text, sizeof text, "%.0f s", timeout);
+      throw OutputError(output_dir_.string() + ": worker 0 has not written the PredNet model adapted to this input in " + text +
+                        " (it trains before coding; run array task 0, then rerun this one)");
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(poll));
+  }
+}
+
+double BatchJob::adapt_wait_seconds() const {
+  const double budget = options_.compress.adapt_auto ? 600.0 : options_.compress.adapt.seconds;
+  return 2 * budget + 300;
+}
+
+void BatchJob::use_adapted_model(const fs::path& path) {
+  if (!adapts()) throw std::logic_error("BatchJob::use_adapted_model: the job does not adapt");
+  auto model = std::make_shared<ModelFile>(load_model_file(path));
+  if (batch_request_of(*model) != adapt_request() || path.filename() != dataset_model_name(model->weights_sha256))
+    throw DataError(path.string() + ": is not the model adapted for this batch job's input and options");
+  CompressOptions& c = options_.compress;
+  c.learned.model.clear();
+  c.learned.model_data = std::move(model);
+  c.learned.model_name = "adapted";
+  predictor_ = make_predictor(c)->identity();
+  adapted_model_ = path;
+}
+
 std::optional<DatasetIndex> BatchJob::write_index_if_complete() const {
   DatasetIndex index;
   for (std::size_t i = 0; i < plan_.shards.size(); ++i) {
@@ -257,6 +393,14 @@ std::optional<DatasetIndex> BatchJob::write_index_if_complete() const {
     entry.raw_bytes = planned.raw_bytes;
     index.shards.push_back(std::move(entry));
   }
+  if (!adapted_model_.empty()) {
+    ModelEntry model;
+    model.path = adapted_model_.filename().string();
+    model.size = fs::file_size(adapted_model_);
+    model.hash = hash_file(adapted_model_);
+    model.weights_sha256 = predictor_.weights_sha256;
+    index.model = std::move(model);
+  }
   const auto path = index_path();
   bool same = false;
   try {
@@ -266,12 +410,24 @@ std::optional<DatasetIndex> BatchJob::write_index_if_complete() const {
              std::equal(existing.shards.begin(), existing.shards.end(), index.shards.begin(), [](const auto& a, const auto& b) {
                return a.path == b.path && a.size == b.size && a.hash == b.hash && a.sequences == b.sequences &&
                       a.frames == b.frames && a.raw_bytes == b.raw_bytes;
-             });
+             }) &&
+             existing.model.has_value() == index.model.has_value() &&
+             (!index.model || (existing.model->path == index.model->path && existing.model->size == index.model->size &&
+                               existing.model->hash == index.model->hash &&
+                               existing.model->weights_sha256 == index.model->weights_sha256));
     }
   } catch (const std::exception&) {
     same = false;  // a damaged index is simply rewritten
   }
   if (!same) write_dataset_index(path, index);
+  // Every shard now codes with the model in use: models earlier runs adapted under other requests
+  // (batch jobs' own files, by their metadata) are no longer referenced.
+  if (!adapted_model_.empty())
+    for (const auto& [file, model] : batch_models_in(output_dir_))
+      if (file.filename() != adapted_model_.filename()) {
+        std::error_code ec;
+        fs::remove(file, ec);
+      }
   return index;
 }
 

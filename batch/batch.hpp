@@ -119,6 +119,29 @@ class BatchJob {
   // place, so a shard's final name only ever holds a verified archive. Call once per worker and job.
   WorkerReport run_worker(unsigned worker, const std::function<void(const ShardResult&)>& on_shard = {});
 
+  // --adapt (docs/batch.md, "Adapting PredNet to the dataset"): one worker trains PredNet on a sample
+  // of the whole input, every worker codes its shards with the result, which lies once beside them
+  // as dataset_model_name(SHA-256), listed in index.json; the shards record only its SHA-256.
+  bool adapts() const;
+  // What an adapted model's metadata records of the request that made it ("batch_request"): a
+  // SHA-256 of the input's sequences, the budget, seed, forecast and starting weights.
+  const std::string& adapt_request() const { return adapt_request_; }
+  // The model an earlier run made for this very request, or nullopt.
+  std::optional<std::filesystem::path> find_adapted_model() const;
+  // Trains (options.compress.adapt...) on `threads` torch threads (the other workers on its node wait
+  // idle) and writes the model into OUTDIR atomically; one worker only.
+  struct Adapted {
+    std::filesystem::path path;
+    AdaptResult result;
+  };
+  Adapted adapt_model(unsigned threads) const;
+  // Polls find_adapted_model() every `poll` seconds; throws OutputError after `timeout` seconds.
+  std::filesystem::path wait_for_adapted_model(double timeout, double poll = 1.0) const;
+  // How long the workers that do not adapt wait for it: twice the budget, plus 5 minutes.
+  double adapt_wait_seconds() const;
+  // Codes this job's shards with that model (one find_adapted_model() returns); run_worker needs it.
+  void use_adapted_model(const std::filesystem::path& path);
+
   // When every planned shard is in place, writes OUTDIR/index.json (atomically, unless it already
   // says exactly this) and returns the index; nullopt while some shard is still missing.
   std::optional<DatasetIndex> write_index_if_complete() const;
@@ -127,8 +150,11 @@ class BatchJob {
   // Why the file at `path` is not shard `shard` of this plan; "" when it is. `deep` decodes it all.
   std::string check_shard(const std::filesystem::path& path, std::size_t shard, bool deep) const;
 
-  std::filesystem::path output_dir_;
+  std::filesystem::path input_, output_dir_;
   BatchOptions options_;
+  std::string adapt_request_;                  // --adapt: adapt_request()
+  PredictorIdentity predictor_;                // what the shards record
+  std::filesystem::path adapted_model_;        // --adapt: the model in use
   std::vector<std::unique_ptr<SequenceSource>> sources_;
   BatchPlan plan_;
 };

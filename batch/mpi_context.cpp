@@ -1,6 +1,8 @@
 #include "batch/mpi_context.hpp"
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <stdexcept>
 
 #ifdef TEZIP_HAVE_MPI
@@ -47,6 +49,19 @@ bool MpiContext::all_ok(bool ok) const {
   return all == 1;
 }
 
+bool MpiContext::root_ok(bool ok) const {
+  if (!active_) return ok;
+  int value = ok ? 1 : 0;
+  MPI_Request request;
+  MPI_Ibcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD, &request);
+  for (int done = 0;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return value == 1;
+}
+
 std::vector<double> MpiContext::gather(std::span<const double> values) const {
   if (!active_) return {values.begin(), values.end()};
   std::vector<double> out(rank_ == 0 ? values.size() * std::size_t(size_) : 0);
@@ -71,6 +86,7 @@ MpiContext::MpiContext() {
 }
 MpiContext::~MpiContext() = default;
 bool MpiContext::all_ok(bool ok) const { return ok; }
+bool MpiContext::root_ok(bool ok) const { return ok; }
 std::vector<double> MpiContext::gather(std::span<const double> values) const { return {values.begin(), values.end()}; }
 
 #endif

@@ -23,6 +23,10 @@ class MpiContext {
   int local_size() const { return local_size_; }
   // True on every rank when `ok` is true on every rank; also a barrier.
   bool all_ok(bool ok) const;
+  // Rank 0's `ok` on every rank (the others' is ignored); also a barrier. The ranks that wait sleep
+  // between tests instead of spinning, so that rank 0 keeps the node's cores for what it does first
+  // (a batch job's PredNet adaptation).
+  bool root_ok(bool ok) const;
   // Rank 0 gets every rank's `values` (the same count on each), rank by rank; other ranks get {}.
   std::vector<double> gather(std::span<const double> values) const;
 

@@ -264,27 +264,20 @@ CompressOptions coding_options(const cxxopts::ParseResult& args) {
   return compress;
 }
 
-int run_compress(int argc, char** argv) {
-  cxxopts::Options options("tezip compress", "Compress a sequence or dataset of frames into a tezip archive.");
-  add_common(options);
-  options.add_options()("input", "folder of frames, dataset folder, video or .npy", cxxopts::value<std::string>())(
-      "o,output", "archive to write", cxxopts::value<std::string>())("f,force", "overwrite the output");
-  add_coding_options(options);
+// --adapt and the options that go with it (compress and batch).
+void add_adapt_options(cxxopts::Options& options, const std::string& then) {
   options.add_options()(
       "adapt", "prednet: first fine-tune the model (--model, default the shipped one) on clips of INPUT for SECONDS, or auto "
-      "(about the time coding INPUT takes), then code with it and embed it in the archive; needs libtorch",
+      "(about the time coding INPUT takes), " + then + "; needs libtorch",
       cxxopts::value<std::string>())(
       "stack", "prednet --adapt: train this stack (e.g. 1,4,8,16) from random weights instead of fine-tuning",
       cxxopts::value<std::string>())(
       "forecast", "prednet --adapt: residual (a correction to the previous frame, starts at --predictor previous) or frame (PredNet's own)",
       cxxopts::value<std::string>()->default_value("residual"))(
       "seed", "prednet --adapt: the seed of the clips, crops and random weights", cxxopts::value<std::uint64_t>()->default_value("1"));
-  add_source_options(options);
-  options.parse_positional({"input"});
-  const auto args = parse(options, argc, argv, "INPUT -o OUT.tzp");
-  if (!args.count("input") || !args.count("output")) throw UsageError("compress needs INPUT and -o OUT.tzp");
+}
 
-  CompressOptions compress = coding_options(args);
+void adapt_options(const cxxopts::ParseResult& args, CompressOptions& compress) {
   if (args.count("adapt")) {
     if (compress.predictor != "prednet") throw UsageError("--adapt needs --predictor prednet");
     if (compress.learned.arithmetic != "exact") throw UsageError("--adapt codes with --arithmetic exact");
@@ -328,6 +321,22 @@ int run_compress(int argc, char** argv) {
     for (const char* name : {"stack", "seed"})
       if (args.count(name)) throw UsageError(std::string("--") + name + " needs --adapt");
   }
+}
+
+int run_compress(int argc, char** argv) {
+  cxxopts::Options options("tezip compress", "Compress a sequence or dataset of frames into a tezip archive.");
+  add_common(options);
+  options.add_options()("input", "folder of frames, dataset folder, video or .npy", cxxopts::value<std::string>())(
+      "o,output", "archive to write", cxxopts::value<std::string>())("f,force", "overwrite the output");
+  add_coding_options(options);
+  add_adapt_options(options, "then code with it and embed it in the archive");
+  add_source_options(options);
+  options.parse_positional({"input"});
+  const auto args = parse(options, argc, argv, "INPUT -o OUT.tzp");
+  if (!args.count("input") || !args.count("output")) throw UsageError("compress needs INPUT and -o OUT.tzp");
+
+  CompressOptions compress = coding_options(args);
+  adapt_options(args, compress);
   compress.overwrite = args.count("force") > 0;
   const bool quiet = args.count("quiet") > 0;
   ProgressBar bar("compress", !quiet);
@@ -380,12 +389,14 @@ int run_batch(int argc, char** argv) {
       "task-id", "this array task, 0-based (default: $SLURM_ARRAY_TASK_ID)", cxxopts::value<unsigned>())(
       "num-tasks", "array tasks in the job (default: $SLURM_ARRAY_TASK_COUNT)", cxxopts::value<unsigned>());
   add_coding_options(options);
+  add_adapt_options(options, "on one worker; every worker codes with the result, stored once beside the shards");
   add_source_options(options);
   options.parse_positional({"input"});
   const auto args = parse(options, argc, argv, "INPUT -o OUTDIR");
   if (!args.count("input") || !args.count("output")) throw UsageError("batch needs INPUT and -o OUTDIR");
   BatchOptions batch;
   batch.compress = coding_options(args);
+  adapt_options(args, batch.compress);
   batch.shard_size = args["shard-size"].as<std::uint64_t>();
   if (batch.shard_size == 0) throw UsageError("--shard-size must be at least 1");
   const MpiContext mpi;
@@ -411,6 +422,52 @@ int run_batch(int argc, char** argv) {
   int status = kOk;
   try {
     job.emplace(args["input"].as<std::string>(), output, batch);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    error = e.what();
+    status = kDataError;
+  }
+  if (batch.compress.adapt_auto || batch.compress.adapt.seconds > 0) {
+    // Worker 0 adapts PredNet; the others wait for its model, rank 0 of each MPI job polling the
+    // folder (array tasks) and the other ranks waiting on it without spinning (docs/batch.md).
+    const bool leader = !mpi.active() || mpi.rank() == 0;
+    std::string problem;
+    if (leader && job) {
+      try {
+        if (const auto found = job->find_adapted_model()) {
+          if (!quiet) std::printf("tezip batch: worker %u: codes with %s, adapted by an earlier run\n", worker, found->string().c_str());
+        } else if (worker == 0) {
+          // The node's other ranks wait idle: its cores train, unless -T says otherwise.
+          const auto adapted = job->adapt_model(args.count("threads") ? batch.compress.threads : 0);
+          if (!quiet)
+            std::printf("tezip batch: worker 0: adapted PredNet in %.1f s: next-frame MSE %.6f on held-out clips, previous frame %.6f "
+                        "(x%.3f); %s\n",
+                        adapted.result.seconds, adapted.result.val_mse, adapted.result.previous_mse,
+                        adapted.result.val_mse / adapted.result.previous_mse, adapted.path.string().c_str());
+        } else {
+          if (!quiet) std::printf("tezip batch: worker %u: waiting for worker 0's adapted PredNet model\n", worker);
+          std::fflush(stdout);
+          job->wait_for_adapted_model(job->adapt_wait_seconds());
+        }
+      } catch (const std::exception& e) {
+        problem = e.what();
+      }
+    }
+    const bool ready = mpi.root_ok(job && problem.empty());
+    if (error.empty() && !ready) error = leader ? problem : "rank 0 could not provide the adapted PredNet model";
+    if (error.empty()) {
+      try {
+        const auto found = job->find_adapted_model();
+        if (!found) throw OutputError(output.string() + ": the adapted PredNet model is gone");
+        job->use_adapted_model(*found);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (!error.empty()) status = kDataError;
+  }
+  if (error.empty()) try {
     report = job->run_worker(worker, [&](const ShardResult& r) {
       if (!r.redone.empty())
         std::fprintf(stderr, "tezip batch: worker %u: %s redone: %s\n", worker, job->plan().shards[r.shard].file.c_str(),
@@ -532,6 +589,9 @@ int print_dataset_info(const std::filesystem::path& input, bool verbose) {
   }
   std::printf("sequences:  %llu, frames: %llu\n", (unsigned long long)sequences, (unsigned long long)frames);
   std::printf("raw:        %s, ratio %.3f\n", human_bytes(double(raw)).c_str(), double(raw) / double(std::max<std::uint64_t>(1, bytes)));
+  if (index.model)
+    std::printf("model:      %s (%s, adapted by the batch job; counted in no shard)\n", index.model->path.c_str(),
+                human_bytes(double(index.model->size)).c_str());
   std::printf("  %-24s %9s %9s %12s %12s %8s\n", "shard", "sequences", "frames", "raw", "bytes", "ratio");
   for (std::size_t i = 0; i < index.shards.size(); ++i) {
     const auto& e = index.shards[i];

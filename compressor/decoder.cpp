@@ -31,8 +31,15 @@ std::unique_ptr<Predictor> rebuild_predictor(const ArchiveReader& reader, const 
                     "', which this tezip does not have");
   // A model the user names wins over the embedded one (a way around a damaged copy).
   const auto embedded = model.empty() ? reader.read_embedded_model() : std::vector<std::uint8_t>{};
+  // A batch job's shards find the model it adapted to their dataset beside them (tezip batch --adapt).
+  std::filesystem::path chosen = model;
+  if (chosen.empty() && embedded.empty() && find_predictor(identity.kind)->learned && identity.weights_sha256.size() == 64) {
+    const auto beside = archive.parent_path() / dataset_model_name(identity.weights_sha256);
+    std::error_code ec;
+    if (std::filesystem::exists(beside, ec)) chosen = beside;
+  }
   try {
-    return predictor_for(identity, model, embedded);
+    return predictor_for(identity, chosen, embedded);
   } catch (const ModelError& e) {
     throw DataError(archive.string() + ": " + e.what());
   } catch (const DeterminismError& e) {
@@ -334,6 +341,16 @@ VerifyReport verify(const std::filesystem::path& archive, const std::optional<st
   if (is_dataset_index(archive)) {
     const auto index = read_dataset_index(archive);
     const auto paths = archive_paths(archive);
+    // The model the job adapted must be the file the index lists, before the shards load it.
+    if (index.model) {
+      const auto path = *dataset_model_path(archive);
+      const std::string file = path.string();
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(path, ec);
+      if (ec) report.failures.push_back(file + ": missing dataset model: " + ec.message());
+      else if (size != index.model->size || hash_file(path) != index.model->hash)
+        report.failures.push_back(file + ": the dataset's model is damaged (size or checksum differs from the dataset index)");
+    }
     for (std::size_t i = 0; i < paths.size(); ++i) {
       const auto& entry = index.shards[i];
       const std::string file = paths[i].string();

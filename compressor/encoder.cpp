@@ -42,9 +42,6 @@ unsigned resolve_threads(unsigned requested) {
   return std::min({requested, kMaxThreads, 4 * cores});
 }
 
-namespace {
-
-// --adapt: a sample of the input's frames (adapt_sample) trains the model that codes it.
 AdaptResult adapt_to_input(const std::filesystem::path& input, const CompressOptions& options, unsigned threads) {
   check_training_available("tezip compress --adapt (training)");
   auto sources = open_sources(input, options.source);
@@ -81,8 +78,6 @@ AdaptResult adapt_to_input(const std::filesystem::path& input, const CompressOpt
     throw InputError(input.string() + ": cannot adapt PredNet to it: " + e.what());
   }
 }
-
-}  // namespace
 
 CompressReport compress(const std::filesystem::path& input, const std::filesystem::path& output,
                         const CompressOptions& options) {

@@ -55,6 +55,11 @@ CompressReport compress(const std::filesystem::path& input, const std::filesyste
 CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sources,
                                 const std::filesystem::path& output, const CompressOptions& options);
 
+// --adapt: trains the PredNet that will code INPUT on a sample of its frames (adapt_sample), as
+// `options` asks (options.adapt, adapt_auto, adapt_from_scratch, learned.model), on `threads`
+// torch threads. Throws InputError (unusable input or model), LearnedModuleError without libtorch.
+AdaptResult adapt_to_input(const std::filesystem::path& input, const CompressOptions& options, unsigned threads);
+
 // The most worker threads tezip starts; `-T` above it is refused by the CLI.
 inline constexpr unsigned kMaxThreads = 1024;
 // 0: one per core; otherwise `requested`, at most kMaxThreads and 4 per core.

@@ -66,11 +66,27 @@ json to_json(const DatasetIndex& index) {
     sequences += s.sequences.size();
   }
   // The totals are for people and scripts reading the file; readers recompute them from the shards.
-  return {{"format", kFormatName},
-          {"version", kFormatVersion},
-          {"totals", {{"shards", index.shards.size()}, {"sequences", sequences}, {"frames", frames},
-                      {"raw_bytes", raw}, {"size", bytes}}},
-          {"shards", shards}};
+  json doc = {{"format", kFormatName},
+              {"version", kFormatVersion},
+              {"totals", {{"shards", index.shards.size()}, {"sequences", sequences}, {"frames", frames},
+                          {"raw_bytes", raw}, {"size", bytes}}},
+              {"shards", shards}};
+  if (index.model)
+    doc["model"] = {{"path", index.model->path},
+                    {"size", index.model->size},
+                    {"xxh64", hex64(index.model->hash)},
+                    {"weights_sha256", index.model->weights_sha256}};
+  return doc;
+}
+
+// The model is a plain file name: the shards look for it beside themselves.
+void check_model_entry(const ModelEntry& model, const std::string& where) {
+  const fs::path p(model.path);
+  if (model.path.empty() || p.has_parent_path() || p.filename() != p || model.path == "." || model.path == ".." ||
+      p.extension() != ".tzm")
+    throw DataError(where + ": model path '" + model.path + "' must be a .tzm file name in the index's folder");
+  if (model.weights_sha256.size() != 64 || model.weights_sha256.find_first_not_of("0123456789abcdef") != std::string::npos)
+    throw DataError(where + ": model 'weights_sha256' must be 64 lowercase hex digits");
 }
 
 template <class T>
@@ -163,6 +179,17 @@ DatasetIndex read_dataset_index(const fs::path& path) {
       if (!names.insert(name).second) throw DataError(where + ": sequence '" + name + "' is listed twice");
     index.shards.push_back(std::move(entry));
   }
+  if (const auto model = doc.find("model"); model != doc.end()) {
+    const std::string where = file + ": model";
+    if (!model->is_object()) throw DataError(where + ": expected an object");
+    ModelEntry entry;
+    entry.path = field<std::string>(*model, "path", where);
+    entry.size = field<std::uint64_t>(*model, "size", where);
+    entry.hash = parse_hex64(field<std::string>(*model, "xxh64", where), where);
+    entry.weights_sha256 = field<std::string>(*model, "weights_sha256", where);
+    check_model_entry(entry, file);
+    index.model = std::move(entry);
+  }
   return index;
 }
 
@@ -176,6 +203,7 @@ void write_dataset_index(const fs::path& path, const DatasetIndex& index) {
     for (const auto& name : s.sequences)
       if (!names.insert(name).second) throw DataError(path.string() + ": sequence '" + name + "' is listed twice");
   }
+  if (index.model) check_model_entry(*index.model, path.string());
   const std::string text = to_json(index).dump(2) + "\n";
   const TemporaryPath guard(temporary_name_beside(path));
   const fs::path& temporary = guard.path();
@@ -211,6 +239,13 @@ std::vector<fs::path> archive_paths(const fs::path& input) {
   std::vector<fs::path> out;
   for (const auto& s : index.shards) out.push_back((dir / s.path).lexically_normal());
   return out;
+}
+
+std::optional<fs::path> dataset_model_path(const fs::path& input) {
+  if (!is_dataset_index(input)) return std::nullopt;
+  const auto index = read_dataset_index(input);
+  if (!index.model) return std::nullopt;
+  return (fs::absolute(input).parent_path() / index.model->path).lexically_normal();
 }
 
 std::uint64_t hash_file(const fs::path& path) {

@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,18 @@ struct ShardEntry {
   std::uint64_t raw_bytes = 0;
 };
 
+// The PredNet model a batch job adapted to the dataset (`tezip batch --adapt`): one file beside the
+// shards, which record its weights' SHA-256 and find it there when decoding.
+struct ModelEntry {
+  std::string path;            // a file name in the index's folder
+  std::uint64_t size = 0;      // bytes
+  std::uint64_t hash = 0;      // XXH64 of the file
+  std::string weights_sha256;  // what the shards' predictor identity names
+};
+
 struct DatasetIndex {
   std::vector<ShardEntry> shards;
+  std::optional<ModelEntry> model;
 };
 
 // True when `path` is a dataset index rather than an archive (cheap: looks at the first bytes).
@@ -30,6 +41,8 @@ bool looks_like_dataset_index(const std::filesystem::path& path);
 DatasetIndex read_dataset_index(const std::filesystem::path& path);
 // Written atomically (temporary name, then rename).
 void write_dataset_index(const std::filesystem::path& path, const DatasetIndex& index);
+// The model file an index names (absolute), or nullopt (an archive, or an index without one).
+std::optional<std::filesystem::path> dataset_model_path(const std::filesystem::path& input);
 // The archives an input names: the shards of a dataset index (absolute paths), or the archive itself.
 std::vector<std::filesystem::path> archive_paths(const std::filesystem::path& input);
 // XXH64 of a whole file, read in blocks: the checksum ShardEntry::hash holds.

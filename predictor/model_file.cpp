@@ -221,4 +221,8 @@ void check_weights(const std::vector<WeightTensor>& tensors, const PredNetOption
   if (tensors.size() > expected.size()) throw fail("tensor '" + tensors[expected.size()].name + "' is not a parameter of the network");
 }
 
+std::string dataset_model_name(const std::string& weights_sha256) {
+  return "prednet-" + weights_sha256.substr(0, 16) + ".tzm";
+}
+
 }  // namespace tezip

@@ -66,6 +66,11 @@ std::vector<WeightTensor> prednet_weights(const ModelFile& model, const std::str
 // model comes back unchanged. Throws as prednet_weights.
 ModelFile upgrade_model(const ModelFile& model, const std::string& name);
 
+// The file name of a model a batch job adapted to its dataset, written beside the shards:
+// "prednet-" and the first 16 hex digits of its weights' SHA-256, ".tzm". The shards, which record
+// the SHA-256, find it there (compressor/decoder.cpp).
+std::string dataset_model_name(const std::string& weights_sha256);
+
 // Lowercase hex SHA-256 (OpenSSL).
 std::string sha256_hex(std::span<const std::uint8_t> bytes);
 
