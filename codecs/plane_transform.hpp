@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <span>
 
+#include "codecs/simd.hpp"
+
 namespace tezip::codecs {
 
 // Spatial decorrelation of a plane of quantized symbols, chosen per plane: what is left of a
@@ -18,9 +20,10 @@ void forward_transform(PlaneTransform transform, std::span<const std::int32_t> p
 // In place; throws CodecError on a size that is not whole rows.
 void inverse_transform(PlaneTransform transform, std::span<std::int32_t> plane, std::size_t width);
 // Rows [y_begin, y_end) only, in place; the rows above y_begin must already be inverted. Inverting
-// a plane a few rows at a time, in order, gives the same values as inverse_transform.
+// a plane a few rows at a time, in order, gives the same values as inverse_transform. `path`: the
+// median's AVX2 kernel (eight rows a vector) or the portable wavefront; the same values either way.
 void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> plane, std::size_t width,
-                            std::size_t y_begin, std::size_t y_end);
+                            std::size_t y_begin, std::size_t y_end, SimdPath path = simd_path());
 
 // The transform that leaves the fewest estimated bits (sum of bit lengths of the zigzagged values,
 // over a sample of rows), and that estimate.
