@@ -8,8 +8,41 @@
 #include "codecs/error_bound.hpp"
 #include "codecs/plane_transform.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TEZIP_HAVE_AVX2_DEQUANTIZE 1
+#endif
+
 namespace tezip::codecs {
 namespace {
+
+#ifdef TEZIP_HAVE_AVX2_DEQUANTIZE
+// Eight 32-bit lanes to eight 16-bit pixels (values already within 0..65535).
+[[gnu::target("avx2")]] inline void store_pixels(std::uint16_t* out, __m256i v) {
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(packed));
+}
+
+[[gnu::target("avx2")]] inline __m256i load_forecast(const std::uint16_t* f) {
+  return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(f)));
+}
+
+// dequantize_plane's uniform path in 32 bits (the caller checked that it cannot overflow): the
+// symbol clamped to +-limit bins, then f + q w clamped to the pixel range.
+[[gnu::target("avx2")]] std::size_t dequantize_uniform_avx2(const std::int32_t* q, const std::uint16_t* f, std::uint16_t* out,
+                                                           std::size_t n, std::int32_t w, std::int32_t limit, std::int32_t max_value) {
+  const __m256i vw = _mm256_set1_epi32(w), lo = _mm256_set1_epi32(-limit), hi = _mm256_set1_epi32(limit);
+  const __m256i zero = _mm256_setzero_si256(), top = _mm256_set1_epi32(max_value);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i qi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + i));
+    qi = _mm256_max_epi32(_mm256_min_epi32(qi, hi), lo);
+    const __m256i y = _mm256_add_epi32(load_forecast(f + i), _mm256_mullo_epi32(qi, vw));
+    store_pixels(out + i, _mm256_min_epi32(_mm256_max_epi32(y, zero), top));
+  }
+  return i;
+}
+#endif
 
 // LOCO-I's median edge detector: min(a, b) if c >= max(a, b), max(a, b) if c <= min(a, b), else
 // a + b - c; that is a + b - c clamped to [min, max], without branches (on noisy planes the
@@ -131,8 +164,9 @@ void quantize_plane(std::span<const std::uint16_t> plane, std::span<const std::u
 }
 
 void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std::uint16_t> forecast,
-                      const PlaneBound& bound, std::span<std::uint16_t> recon, LiteralCursor& literals) {
+                      const PlaneBound& bound, std::span<std::uint16_t> recon, LiteralCursor& literals, SimdPath path) {
   check_sizes(symbols.size(), forecast.size(), recon.size());
+  (void)path;
   if (bound.tolerance == 0 && bound.pointwise_rel <= 0) {
     // Branch-free and vectorizable: a value below 0 wraps to a huge unsigned one.
     const std::uint32_t max_value = bound.max_value;
@@ -140,6 +174,8 @@ void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std
     const std::uint16_t* f = forecast.data();
     std::uint16_t* out = recon.data();
     std::uint32_t out_of_range = 0;
+    // (An AVX2 version of this loop measured 0.97x on mire2 and 1.05x on vtest: the compiler's
+    // SSE2 loop is as fast. Not kept.)
     for (std::size_t i = 0; i < symbols.size(); ++i) {
       const std::uint32_t y = std::uint32_t(f[i]) + std::uint32_t(q[i]);
       out_of_range |= std::uint32_t(y > max_value);
@@ -158,7 +194,11 @@ void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std
       // 32-bit arithmetic, which the compiler vectorizes: a symbol beyond +-(max + 1) bins lands
       // outside the pixel range either way, so clamping it first changes no result.
       const std::int32_t w32 = std::int32_t(w), m32 = std::int32_t(max_value);
-      for (std::size_t i = 0; i < symbols.size(); ++i) {
+      std::size_t start = 0;
+#ifdef TEZIP_HAVE_AVX2_DEQUANTIZE
+      if (path >= SimdPath::avx2) start = dequantize_uniform_avx2(q, f, out, symbols.size(), w32, limit, m32);
+#endif
+      for (std::size_t i = start; i < symbols.size(); ++i) {
         const std::int32_t qi = std::clamp(q[i], -limit, limit);
         out[i] = std::uint16_t(std::clamp(std::int32_t(f[i]) + qi * w32, 0, m32));
       }

@@ -4,6 +4,8 @@
 #include <span>
 #include <vector>
 
+#include "codecs/simd.hpp"
+
 namespace tezip::codecs {
 
 // How much error one plane may carry: a uniform integer tolerance, or PwRel's floor(rel * x).
@@ -54,8 +56,10 @@ class LiteralCursor {
 void quantize_plane(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
                     const PlaneBound& bound, std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
                     std::vector<std::uint16_t>& literals);
+// `path`: the uniform-tolerance loop in AVX2 or portable; the same pixels either way.
 void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std::uint16_t> forecast,
-                      const PlaneBound& bound, std::span<std::uint16_t> recon, LiteralCursor& literals);
+                      const PlaneBound& bound, std::span<std::uint16_t> recon, LiteralCursor& literals,
+                      SimdPath path = simd_path());
 
 // Key-frame planes: each pixel is forecast by the median edge detector (LOCO-I) from its already
 // reconstructed left, upper and upper-left neighbours, so quantization runs pixel by pixel.

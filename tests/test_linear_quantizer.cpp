@@ -113,14 +113,14 @@ TEST_CASE("error bounds: real bounds floor to integer tolerances", "[codecs][bou
   CHECK_THROWS(parse_bound_mode("fuzzy"));
 }
 
-TEST_CASE("dequantize_plane's plane-wide fast paths equal LinearQuantizer::reconstruct on any symbol", "[codecs][quantizer]") {
+TEST_CASE("dequantize_plane's plane-wide fast paths equal LinearQuantizer::reconstruct on any symbol", "[codecs][quantizer][simd]") {
   std::mt19937 rng(5);
   for (const std::uint32_t max_value : {255u, 4095u, 65535u}) {
     for (const std::uint32_t tolerance : {0u, 1u, 2u, 7u, 1000u, 65535u}) {
       PlaneBound bound;
       bound.max_value = max_value;
       bound.tolerance = tolerance;
-      const std::size_t n = 4096;
+      const std::size_t n = 4096 + 5;  // the SIMD loops' tails too
       std::vector<std::int32_t> symbols(n);
       std::vector<std::uint16_t> forecast(n), fast(n), reference(n);
       for (std::size_t i = 0; i < n; ++i) {
@@ -134,9 +134,23 @@ TEST_CASE("dequantize_plane's plane-wide fast paths equal LinearQuantizer::recon
       const LinearQuantizer quantizer(bound);
       for (std::size_t i = 0; i < n; ++i) REQUIRE(quantizer.reconstruct(symbols[i], forecast[i], reference[i]));
       std::vector<std::uint16_t> no_literals;
-      LiteralCursor literals(no_literals);
-      dequantize_plane(symbols, forecast, bound, fast, literals);
-      REQUIRE(fast == reference);
+      for (const SimdPath path : supported_simd_paths()) {
+        INFO("path " << simd_name(path) << " max " << max_value << " tolerance " << tolerance);
+        LiteralCursor literals(no_literals);
+        std::fill(fast.begin(), fast.end(), std::uint16_t(0));
+        dequantize_plane(symbols, forecast, bound, fast, literals, path);
+        REQUIRE(fast == reference);
+        if (tolerance == 0) {  // one residual out of range, in the vector part or in the tail: refused
+          for (const std::size_t at : {std::size_t(17), n - 2}) {
+            auto bad = symbols;
+            bad[at] = std::int32_t(max_value + 1) - std::int32_t(forecast[at]);
+            LiteralCursor again(no_literals);
+            CHECK_THROWS_AS(dequantize_plane(bad, forecast, bound, fast, again, path), tezip::codecs::CodecError);
+            bad[at] = -1 - std::int32_t(forecast[at]);
+            CHECK_THROWS_AS(dequantize_plane(bad, forecast, bound, fast, again, path), tezip::codecs::CodecError);
+          }
+        }
+      }
     }
   }
 }
