@@ -148,10 +148,19 @@ void predict(std::span<const std::uint16_t> reference, std::uint32_t width, std:
   if (!inside) {
     // The (w + 1) x (h + 1) samples around the block, each clamped to the nearest edge pixel,
     // then the same arithmetic as inside (a twelfth of encoding went to a per-pixel clamped loop).
+    // Each row: the clamped columns left of the reference, a copy of those inside, the clamped
+    // ones right of it (the same samples as clamping every column; a fifth of the encoder's motion
+    // time on 96 x 96 frames went to the per-sample clamps).
     stride = r.w + 1;
+    const int n = int(r.w) + 1;
+    const int left = std::clamp(-x0, 0, n);                  // columns x0 + x < 0
+    const int inside_end = std::clamp(int(width) - x0, left, n);  // columns x0 + x < width
     for (std::uint32_t y = 0; y <= r.h; ++y) {
       const std::uint16_t* row = reference.data() + std::size_t(std::clamp(y0 + int(y), 0, int(height) - 1)) * width;
-      for (std::uint32_t x = 0; x <= r.w; ++x) window[y * stride + x] = row[std::clamp(x0 + int(x), 0, int(width) - 1)];
+      std::uint16_t* w = window.data() + y * stride;
+      std::fill(w, w + left, row[0]);
+      if (inside_end > left) std::copy(row + (x0 + left), row + (x0 + inside_end), w + left);
+      std::fill(w + inside_end, w + n, row[width - 1]);
     }
     src = window.data();
   }
