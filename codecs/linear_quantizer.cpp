@@ -8,6 +8,8 @@
 #include "codecs/error_bound.hpp"
 #include "codecs/plane_transform.hpp"
 
+#include "codecs/wavefront_avx2.hpp"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define TEZIP_HAVE_AVX2_DEQUANTIZE 1
@@ -92,6 +94,92 @@ void intra_rows(const std::int32_t* symbols, std::size_t width, std::size_t heig
   const auto median = [](std::uint32_t a, std::uint32_t b, std::uint32_t c) { return med(a, b, c); };
   median_rows<std::uint32_t>(symbols, out, width, 0, height, median, rec);
 }
+
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+// One step of the intra reconstruction for eight rows (wavefront_avx2.hpp): the median of
+// reconstructed pixels (no wrap: they are 16-bit) or, at column 0, the pixel above, then `Rec`.
+template <class Rec>
+struct IntraStep {
+  Rec rec;
+  [[gnu::target("avx2")]] __m256i operator()(__m256i a, __m256i b, __m256i c, __m256i q, std::size_t i) {
+    const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
+    __m256i f = _mm256_max_epi32(lo, _mm256_min_epi32(hi, _mm256_sub_epi32(_mm256_add_epi32(a, b), c)));
+    if (i < 8) f = _mm256_blendv_epi8(f, b, wavefront_avx2::column0(i));
+    return rec(f, q, i);
+  }
+};
+
+// Lossless: y = f + q as unsigned 32 bits, kept to 16 bits as the portable path stores it; a pixel
+// lane above max_value (a negative sum wraps above it too) marks the plane out of range.
+struct LosslessRec {
+  __m256i max_value, bad;
+  std::size_t width;
+  [[gnu::target("avx2")]] __m256i operator()(__m256i f, __m256i q, std::size_t i) {
+    const __m256i y = _mm256_add_epi32(f, q);
+    const __m256i within = _mm256_cmpeq_epi32(_mm256_max_epu32(y, max_value), max_value);
+    // Every lane is a pixel but in the first and last steps of a strip.
+    const __m256i pixels = i >= 7 && i < width ? _mm256_set1_epi32(-1) : wavefront_avx2::inside(i, width);
+    bad = _mm256_or_si256(bad, _mm256_andnot_si256(within, pixels));
+    return _mm256_and_si256(y, _mm256_set1_epi32(0xFFFF));
+  }
+};
+
+// A uniform tolerance in 32 bits (the caller checked it cannot overflow): the symbol clamped to
+// +-limit bins, f + q w clamped to the pixel range, as dequantize_plane's loop.
+struct UniformRec {
+  __m256i w, low, high, max_value;
+  [[gnu::target("avx2")]] __m256i operator()(__m256i f, __m256i q, std::size_t) const {
+    q = _mm256_max_epi32(_mm256_min_epi32(q, high), low);
+    const __m256i y = _mm256_add_epi32(f, _mm256_mullo_epi32(q, w));
+    return _mm256_min_epi32(_mm256_max_epi32(y, _mm256_setzero_si256()), max_value);
+  }
+};
+
+// The intra reconstruction with strips of 8 rows in AVX2: row 0, the rows past the last whole
+// strip and constant rows (constant_rows) the portable way, with `rec`.
+template <class Step, class Rec>
+[[gnu::target("avx2")]] void intra_rows_avx2(const std::int32_t* symbols, std::size_t width, std::size_t height,
+                                            std::uint16_t* out, Step& step, Rec rec) {
+  const auto median = [](std::uint32_t a, std::uint32_t b, std::uint32_t c) { return med(a, b, c); };
+  median_rows<std::uint32_t>(symbols, out, width, 0, std::min<std::size_t>(height, 1), median, rec);
+  std::size_t y = 1;
+  for (; y + 8 <= height; y += 8) {
+    const std::uint16_t* up = out + (y - 1) * width;
+    if (constant_rows(symbols + y * width, 8, up, width)) {
+      std::fill(out + y * width, out + (y + 8) * width, up[0]);
+      continue;
+    }
+    wavefront_avx2::strip8(symbols, out, width, y, step);
+  }
+  median_rows<std::uint32_t>(symbols, out, width, y, height, median, rec);
+}
+
+// dequantize_plane_intra's lossless case; true when a pixel left the range.
+[[gnu::target("avx2")]] bool intra_lossless_avx2(const std::int32_t* symbols, std::size_t width, std::size_t height,
+                                                std::uint16_t* out, std::uint32_t max_value) {
+  std::uint32_t out_of_range = 0;
+  const auto rec = [&](std::uint32_t f, std::int32_t q) {
+    const std::uint32_t y = f + std::uint32_t(q);
+    out_of_range |= std::uint32_t(y > max_value);
+    return std::uint16_t(y);
+  };
+  IntraStep<LosslessRec> step{{_mm256_set1_epi32(int(max_value)), _mm256_setzero_si256(), width}};
+  intra_rows_avx2(symbols, width, height, out, step, rec);
+  return out_of_range != 0 || !_mm256_testz_si256(step.rec.bad, step.rec.bad);
+}
+
+// dequantize_plane_intra's uniform case where 32 bits suffice.
+[[gnu::target("avx2")]] void intra_uniform_avx2(const std::int32_t* symbols, std::size_t width, std::size_t height,
+                                               std::uint16_t* out, std::int32_t w, std::int32_t max_value) {
+  const auto rec = [&](std::uint32_t f, std::int32_t q) {
+    return std::uint16_t(std::clamp<std::int64_t>(std::int64_t(f) + std::int64_t(q) * w, 0, max_value));
+  };
+  const int limit = max_value + 1;
+  IntraStep<UniformRec> step{{_mm256_set1_epi32(w), _mm256_set1_epi32(-limit), _mm256_set1_epi32(limit),
+                              _mm256_set1_epi32(max_value)}};
+  intra_rows_avx2(symbols, width, height, out, step, rec);
+}
+#endif
 
 void check_sizes(std::size_t a, std::size_t b, std::size_t c) {
   if (a != b || a != c) throw CodecError("plane buffers differ in size");
@@ -237,27 +325,49 @@ void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t widt
 }
 
 void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t width, const PlaneBound& bound,
-                            std::span<std::uint16_t> recon, LiteralCursor& literals) {
+                            std::span<std::uint16_t> recon, LiteralCursor& literals, SimdPath path) {
   check_sizes(symbols.size(), recon.size(), recon.size());
   if (width == 0 || symbols.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
+  const std::size_t height = symbols.size() / width;
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+  const bool simd = path >= SimdPath::avx2 && width >= 16;
+#else
+  const bool simd = false;
+  (void)path;
+#endif
   const bool lossless = bound.tolerance == 0 && bound.pointwise_rel <= 0;
   if (lossless) {
     // y = f + q; a value below 0 wraps to a huge unsigned one, so one compare finds both ends.
     const std::uint32_t max_value = bound.max_value;
     std::uint32_t out_of_range = 0;
-    intra_rows(symbols.data(), width, symbols.size() / width, recon.data(), [&](std::uint32_t f, std::int32_t q) {
+    const auto rec = [&](std::uint32_t f, std::int32_t q) {
       const std::uint32_t y = f + std::uint32_t(q);
       out_of_range |= std::uint32_t(y > max_value);
       return std::uint16_t(y);
-    });
+    };
+    if (!simd) {
+      intra_rows(symbols.data(), width, height, recon.data(), rec);
+    } else {
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+      out_of_range |= std::uint32_t(intra_lossless_avx2(symbols.data(), width, height, recon.data(), max_value));
+#endif
+    }
     if (out_of_range) throw CodecError("lossless residual leaves the pixel range");
     return;
   }
   if (bound.pointwise_rel <= 0) {  // a uniform tolerance: one bin width, no escapes
     const std::int64_t w = 2 * std::int64_t(bound.tolerance) + 1, max_value = bound.max_value;
-    intra_rows(symbols.data(), width, symbols.size() / width, recon.data(), [&](std::uint32_t f, std::int32_t q) {
+    const auto rec = [&](std::uint32_t f, std::int32_t q) {
       return std::uint16_t(std::clamp<std::int64_t>(std::int64_t(f) + std::int64_t(q) * w, 0, max_value));
-    });
+    };
+    // 32 bits suffice where +-(max + 1) bins of width w stay below 2^30 (dequantize_plane's rule).
+    if (!simd || (max_value + 1) * (w + 1) >= (std::int64_t{1} << 30)) {
+      intra_rows(symbols.data(), width, height, recon.data(), rec);
+    } else {
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+      intra_uniform_avx2(symbols.data(), width, height, recon.data(), std::int32_t(w), std::int32_t(max_value));
+#endif
+    }
     return;
   }
   const LinearQuantizer quantizer(bound);

@@ -66,8 +66,10 @@ void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std
 void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
                           std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
                           std::vector<std::uint16_t>& literals);
+// `path`: lossless and uniform-tolerance planes of at least 16 columns reconstruct eight rows a
+// vector in AVX2 (codecs/wavefront_avx2.hpp); the same pixels on every path.
 void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t width, const PlaneBound& bound,
-                            std::span<std::uint16_t> recon, LiteralCursor& literals);
+                            std::span<std::uint16_t> recon, LiteralCursor& literals, SimdPath path = simd_path());
 
 // An estimate of quantize_plane_intra's symbols at a quarter of its cost: the rows that
 // codecs::estimate_cost samples (cost_sample_step), each pixel forecast from its *original*

@@ -10,10 +10,7 @@
 #include "codecs/codec_error.hpp"
 #include "codecs/wavefront.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define TEZIP_HAVE_AVX2_MEDIAN 1
-#endif
+#include "codecs/wavefront_avx2.hpp"
 
 namespace tezip::codecs {
 namespace {
@@ -50,68 +47,21 @@ void check_width(std::size_t size, std::size_t width) {
   if (width == 0 || size % width != 0) throw CodecError("plane size is not a multiple of its width");
 }
 
-#ifdef TEZIP_HAVE_AVX2_MEDIAN
-
-// 8 x 8 int32 transpose in registers: r[j] lane k <- r[k] lane j.
-[[gnu::target("avx2")]] inline void transpose8(__m256i r[8]) {
-  __m256i t[8], u[8];
-  for (int k = 0; k < 8; k += 2) {
-    t[k] = _mm256_unpacklo_epi32(r[k], r[k + 1]);
-    t[k + 1] = _mm256_unpackhi_epi32(r[k], r[k + 1]);
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+// One step of the median inverse for eight rows (wavefront_avx2.hpp): med()'s value exactly, as
+// a + b - c where c lies between a and b (no wrap possible there), else the smaller or the larger
+// (c above the larger gives the smaller and the reverse), so every input, a damaged stream's
+// included, gives the portable path's values; at column 0 the value above.
+struct MedianStep {
+  [[gnu::target("avx2")]] __m256i operator()(__m256i a, __m256i b, __m256i c, __m256i q, std::size_t i) const {
+    const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
+    __m256i m = _mm256_sub_epi32(_mm256_add_epi32(a, b), c);
+    m = _mm256_blendv_epi8(m, lo, _mm256_cmpgt_epi32(c, hi));
+    m = _mm256_blendv_epi8(m, hi, _mm256_cmpgt_epi32(lo, c));
+    if (i < 8) m = _mm256_blendv_epi8(m, b, wavefront_avx2::column0(i));
+    return _mm256_add_epi32(q, m);
   }
-  for (int k = 0; k < 8; k += 4) {
-    u[k] = _mm256_unpacklo_epi64(t[k], t[k + 2]);
-    u[k + 1] = _mm256_unpackhi_epi64(t[k], t[k + 2]);
-    u[k + 2] = _mm256_unpacklo_epi64(t[k + 1], t[k + 3]);
-    u[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
-  }
-  for (int k = 0; k < 4; ++k) {
-    r[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
-    r[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
-  }
-}
-
-// The median inverse of rows [y, y + 8) (y >= 1, the row above already reconstructed), the eight
-// rows as the eight lanes of one vector: at step i lane k reconstructs column i - k of row y + k,
-// the wavefront of wavefront.hpp eight rows deep. Lane k's upper neighbours are lane k - 1's last
-// two outputs (one lane shift), lane 0's the row above. The rows go through `scratch` (8 + 1 rows
-// of width + 32, zero-initialized margins) so that the skewed loads and stores (row k shifted by
-// k columns, then transposed: 8 steps' inputs in 8 registers) stay in bounds. The median is med()'s
-// exactly: a + b - c where c lies between a and b (no wrap possible), else min or max (c above the
-// larger gives the smaller and the reverse), so the values equal the portable path's for any input.
-[[gnu::target("avx2")]] void median_strip8_avx2(std::int32_t* p, std::size_t width, std::size_t y, std::int32_t* scratch) {
-  const std::size_t stride = width + 32;
-  std::int32_t* up = scratch + 8;
-  std::int32_t* row0 = scratch + stride + 8;
-  std::memcpy(up, p + (y - 1) * width, width * sizeof(std::int32_t));
-  for (std::size_t k = 0; k < 8; ++k) std::memcpy(row0 + k * stride, p + (y + k) * width, width * sizeof(std::int32_t));
-  const __m256i shift = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6);
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  __m256i a = _mm256_setzero_si256(), c = _mm256_setzero_si256();
-  const std::size_t steps = width + 7;
-  for (std::size_t x0 = 0; x0 < steps; x0 += 8) {
-    __m256i r[8];
-    for (std::size_t k = 0; k < 8; ++k)
-      r[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row0 + k * stride + x0 - k));
-    transpose8(r);
-    for (int j = 0; j < 8; ++j) {
-      const __m256i b = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(a, shift), _mm256_set1_epi32(up[x0 + j]), 0x01);
-      const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
-      __m256i m = _mm256_sub_epi32(_mm256_add_epi32(a, b), c);
-      m = _mm256_blendv_epi8(m, lo, _mm256_cmpgt_epi32(c, hi));
-      m = _mm256_blendv_epi8(m, hi, _mm256_cmpgt_epi32(lo, c));
-      if (x0 == 0) m = _mm256_blendv_epi8(m, b, _mm256_cmpeq_epi32(lanes, _mm256_set1_epi32(j)));  // column 0: the one above
-      a = _mm256_add_epi32(r[j], m);
-      r[j] = a;
-      c = b;
-    }
-    transpose8(r);
-    for (std::size_t k = 0; k < 8; ++k)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row0 + k * stride + x0 - k), r[k]);
-  }
-  for (std::size_t k = 0; k < 8; ++k) std::memcpy(p + (y + k) * width, row0 + k * stride, width * sizeof(std::int32_t));
-}
-
+};
 #endif
 
 }  // namespace
@@ -154,21 +104,20 @@ void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> pl
   // A lambda, not the function's address: median_rows inlines it.
   const auto median = [](std::int32_t a, std::int32_t b, std::int32_t c) { return med_clamped(a, b, c); };
   const auto rec = [](std::int32_t prediction, std::int32_t v) { return wrap_add(v, prediction); };
-#ifdef TEZIP_HAVE_AVX2_MEDIAN
-  // Whole strips of 8 rows below the first: eight rows a vector (median_strip8_avx2); the rest,
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+  // Whole strips of 8 rows below the first: eight rows a vector (wavefront_avx2.hpp); the rest,
   // and rows whose constant_rows shortcut applies, four rows at a time.
   if (path >= SimdPath::avx2 && width >= 16) {
-    thread_local std::vector<std::int32_t> scratch;
     std::size_t y = y_begin;
     if (y == 0) median_rows<std::int32_t>(p, p, width, 0, std::min<std::size_t>(y_end, 1), median, rec), y = 1;
+    MedianStep step;
     for (; y + 8 <= y_end; y += 8) {
       const std::int32_t* up = p + (y - 1) * width;
       if (constant_rows(p + y * width, 8, up, width)) {
         std::fill(p + y * width, p + (y + 8) * width, up[0]);
         continue;
       }
-      if (scratch.size() < 9 * (width + 32)) scratch.assign(9 * (width + 32), 0);
-      median_strip8_avx2(p, width, y, scratch.data());
+      wavefront_avx2::strip8(p, p, width, y, step);
     }
     median_rows<std::int32_t>(p, p, width, y, y_end, median, rec);
     return;

@@ -209,3 +209,79 @@ TEST_CASE("intra reconstruction four rows at a time matches the encoder on every
     }
   }
 }
+
+TEST_CASE("dequantize_plane_intra gives the portable path's pixels on every SIMD path", "[codecs][quantizer][simd]") {
+  // Planes coded by quantize_plane_intra (smooth, textured, sparse) and arbitrary symbols (a
+  // damaged stream): the same pixels on every path, or the same refusal (lossless out of range).
+  std::mt19937 rng(21);
+  for (const std::uint32_t max_value : {255u, 4095u, 65535u}) {
+    for (const std::uint32_t tolerance : {0u, 1u, 2u, 7u}) {
+      for (const std::size_t width : {16u, 17u, 40u, 100u}) {
+        for (const std::size_t height : {1u, 8u, 9u, 17u, 33u}) {
+          for (const int kind : {0, 1, 2, 3}) {  // smooth, textured, sparse, arbitrary symbols
+            PlaneBound bound;
+            bound.max_value = max_value;
+            bound.tolerance = tolerance;
+            const std::size_t n = width * height;
+            std::vector<std::int32_t> symbols(n);
+            if (kind == 3) {
+              for (auto& v : symbols) v = rng() % 3 == 0 ? std::int32_t(rng()) : std::int32_t(rng() % 21) - 10;
+            } else {
+              std::vector<std::uint16_t> plane(n), recon(n), literals;
+              for (std::size_t i = 0; i < n; ++i) {
+                const std::uint32_t x = std::uint32_t(i % width), y = std::uint32_t(i / width);
+                std::uint32_t v = kind == 0 ? (x * 3 + y * 5) % (max_value + 1) : rng() % (max_value + 1);
+                if (kind == 2) v = (y % 9 == 4 && rng() % 4 == 0) ? rng() % (max_value + 1) : 7 % (max_value + 1);
+                plane[i] = std::uint16_t(v);
+              }
+              quantize_plane_intra(plane, width, bound, symbols, recon, literals);
+            }
+            std::vector<std::uint16_t> portable(n), out(n), none;
+            bool portable_refused = false;
+            try {
+              LiteralCursor literals(none);
+              dequantize_plane_intra(symbols, width, bound, portable, literals, SimdPath::portable);
+            } catch (const tezip::codecs::CodecError&) {
+              portable_refused = true;
+            }
+            if (kind != 3 || tolerance > 0) REQUIRE_FALSE(portable_refused);
+            for (const SimdPath path : supported_simd_paths()) {
+              INFO("path " << simd_name(path) << " max " << max_value << " tolerance " << tolerance << " " << width << "x"
+                            << height << " kind " << kind);
+              bool refused = false;
+              try {
+                LiteralCursor literals(none);
+                dequantize_plane_intra(symbols, width, bound, out, literals, path);
+              } catch (const tezip::codecs::CodecError&) {
+                refused = true;
+              }
+              REQUIRE(refused == portable_refused);
+              if (!refused) REQUIRE(out == portable);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("dequantize_plane_intra refuses a lossless pixel out of range inside a SIMD strip", "[codecs][quantizer][simd]") {
+  const std::size_t width = 40, height = 17;
+  PlaneBound bound;
+  bound.max_value = 255;
+  std::vector<std::uint16_t> plane(width * height), recon(plane.size()), literals, out(plane.size());
+  for (std::size_t i = 0; i < plane.size(); ++i) plane[i] = std::uint16_t((i % width) * 2 + (i / width) * 3);
+  std::vector<std::int32_t> symbols(plane.size());
+  quantize_plane_intra(plane, width, bound, symbols, recon, literals);
+  for (const std::int32_t push : {300, -300}) {  // above the range, and below it (wraps above)
+    for (const std::size_t at : {5 * width + 20, 3 * width, 8 * width + width - 1}) {
+      auto bad = symbols;
+      bad[at] += push;
+      for (const SimdPath path : supported_simd_paths()) {
+        INFO("path " << simd_name(path) << " at " << at << " push " << push);
+        LiteralCursor cursor(literals);
+        CHECK_THROWS_AS(dequantize_plane_intra(bad, width, bound, out, cursor, path), tezip::codecs::CodecError);
+      }
+    }
+  }
+}

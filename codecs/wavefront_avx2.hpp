@@ -1,0 +1,132 @@
+#pragma once
+// The wavefront of wavefront.hpp eight rows deep, in one AVX2 vector: lane k reconstructs row
+// y + k, one column behind lane k - 1, so at step i lane k computes column i - k. Lane k's upper
+// neighbours are lane k - 1's last two outputs (one lane permute), lane 0's the row above. Each
+// input row is loaded shifted by its lane number and 8 x 8 blocks are transposed in registers, so
+// one vector holds a step's eight inputs; outputs go back the same way. The rows pass through a
+// scratch buffer with margins so that the skewed loads and stores stay in bounds.
+//
+// Only for x86 translation units that check the CPU (simd.hpp) before calling: the functions carry
+// gnu::target("avx2"). Callers: the median transform's inverse (plane_transform.cpp) and the intra
+// reconstruction (linear_quantizer.cpp).
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#define TEZIP_HAVE_AVX2_WAVEFRONT 1
+
+namespace tezip::codecs::wavefront_avx2 {
+
+// 8 x 8 int32 transpose in registers: r[j] lane k <- r[k] lane j.
+[[gnu::target("avx2")]] inline void transpose8(__m256i r[8]) {
+  __m256i t[8], u[8];
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = _mm256_unpacklo_epi32(r[k], r[k + 1]);
+    t[k + 1] = _mm256_unpackhi_epi32(r[k], r[k + 1]);
+  }
+  for (int k = 0; k < 8; k += 4) {
+    u[k] = _mm256_unpacklo_epi64(t[k], t[k + 2]);
+    u[k + 1] = _mm256_unpackhi_epi64(t[k], t[k + 2]);
+    u[k + 2] = _mm256_unpacklo_epi64(t[k + 1], t[k + 3]);
+    u[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    r[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
+    r[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
+  }
+}
+
+// The scratch one strip of `width` columns needs (zeroed margins on first use).
+inline std::int32_t* scratch_for(std::size_t width) {
+  thread_local std::vector<std::int32_t> scratch;
+  if (scratch.size() < 9 * (width + 32)) scratch.assign(9 * (width + 32), 0);
+  return scratch.data();
+}
+
+// n values to int32 (a copy, or 16-bit ones widened 8 at a time).
+template <class In>
+[[gnu::target("avx2")]] inline void widen(const In* src, std::int32_t* dst, std::size_t n) {
+  if constexpr (sizeof(In) == 4) {
+    std::memcpy(dst, src, n * sizeof(std::int32_t));
+  } else {
+    static_assert(sizeof(In) == 2, "16- or 32-bit values");
+    std::size_t x = 0;
+    for (; x + 8 <= n; x += 8)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + x),
+                          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + x))));
+    for (; x < n; ++x) dst[x] = std::int32_t(src[x]);
+  }
+}
+
+// n int32 values back (a copy, or narrowed to 16 bits; they are within 0..65535 there).
+template <class Out>
+[[gnu::target("avx2")]] inline void narrow(const std::int32_t* src, Out* dst, std::size_t n) {
+  if constexpr (sizeof(Out) == 4) {
+    std::memcpy(dst, src, n * sizeof(std::int32_t));
+  } else {
+    static_assert(sizeof(Out) == 2, "16- or 32-bit values");
+    std::size_t x = 0;
+    for (; x + 8 <= n; x += 8) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + x));
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + x), _mm256_castsi256_si128(packed));
+    }
+    for (; x < n; ++x) dst[x] = Out(src[x]);
+  }
+}
+
+// Rows [y, y + 8) of a plane (y >= 1, row y - 1 of `out` already reconstructed): reads `in`
+// (widened to int32), writes `out` (narrowed back: the outputs of a 16-bit plane must lie in
+// 0..65535). Each step calls
+//   step(a, b, c, q, i) -> the outputs of step i
+// with a the lanes' left neighbours (their last outputs), b and c their upper and upper-left ones,
+// q the inputs; lane k's column is i - k (outside 0..width - 1 the lane is ignored; at column 0
+// the step must use b, the pixel above, as its prediction). Values travel as int32.
+template <class In, class Out, class Step>
+[[gnu::target("avx2")]] inline void strip8(const In* in, Out* out, std::size_t width, std::size_t y, Step& step) {
+  const std::size_t stride = width + 32;
+  std::int32_t* scratch = scratch_for(width);
+  std::int32_t* up = scratch + 8;
+  std::int32_t* row0 = scratch + stride + 8;
+  widen(out + (y - 1) * width, up, width);
+  for (std::size_t k = 0; k < 8; ++k) widen(in + (y + k) * width, row0 + k * stride, width);
+  const __m256i shift = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6);
+  __m256i a = _mm256_setzero_si256(), c = _mm256_setzero_si256();
+  const std::size_t steps = width + 7;
+  for (std::size_t x0 = 0; x0 < steps; x0 += 8) {
+    __m256i r[8];
+    for (std::size_t k = 0; k < 8; ++k)
+      r[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row0 + k * stride + x0 - k));
+    transpose8(r);
+    for (int j = 0; j < 8; ++j) {
+      const __m256i b = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(a, shift), _mm256_set1_epi32(up[x0 + j]), 0x01);
+      a = step(a, b, c, r[j], x0 + std::size_t(j));
+      r[j] = a;
+      c = b;
+    }
+    transpose8(r);
+    for (std::size_t k = 0; k < 8; ++k)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row0 + k * stride + x0 - k), r[k]);
+  }
+  for (std::size_t k = 0; k < 8; ++k) narrow(row0 + k * stride, out + (y + k) * width, width);
+}
+
+// The lanes whose column i - k is 0 (the column whose prediction is the pixel above).
+[[gnu::target("avx2")]] inline __m256i column0(std::size_t i) {
+  return _mm256_cmpeq_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(i)));
+}
+
+// The lanes whose column i - k lies in 0..width - 1.
+[[gnu::target("avx2")]] inline __m256i inside(std::size_t i, std::size_t width) {
+  const __m256i column = _mm256_sub_epi32(_mm256_set1_epi32(int(i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), column),
+                             _mm256_cmpgt_epi32(_mm256_set1_epi32(int(width)), column));
+}
+
+}  // namespace tezip::codecs::wavefront_avx2
+
+#endif
