@@ -3,7 +3,10 @@
 // raw .npy file per frame and from PNG files decoded by OpenCV. Each case runs in a child process
 // so its peak RSS is its own. The dataset is made here from synthetic frames.
 //
-//   loader_bench DIR [sequences=160] [frames=64] [size=96] [clip_len=4] [shuffle_buffer=64]
+//   loader_bench DIR [sequences=160] [frames=64] [size=96] [clip_len=4] [shuffle_buffer=64] [cases]
+//
+// cases: the ones to run, comma-separated, of stream1, stream2, npy, png (default: all), e.g.
+// `perf record ... loader_bench DIR 160 64 96 4 64 stream1` to profile the Stream alone.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -179,7 +182,7 @@ Result run_files(const Setup& s, bool png) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: loader_bench DIR [sequences] [frames] [size] [clip_len] [shuffle_buffer]\n");
+    std::fprintf(stderr, "usage: loader_bench DIR [sequences] [frames] [size] [clip_len] [shuffle_buffer] [stream1,stream2,npy,png]\n");
     return 2;
   }
   Setup s;
@@ -189,6 +192,8 @@ int main(int argc, char** argv) {
   if (argc > 4) s.size = std::stoi(argv[4]);
   if (argc > 5) s.clip_len = std::stoul(argv[5]);
   if (argc > 6) s.shuffle_buffer = std::stoul(argv[6]);
+  const std::string cases = argc > 7 ? "," + std::string(argv[7]) + "," : ",stream1,stream2,npy,png,";
+  const auto wanted = [&](const char* name) { return cases.find("," + std::string(name) + ",") != std::string::npos; };
   fs::create_directories(s.dir);
   make_dataset(s);
   const std::size_t samples = std::size_t(s.sequences) * (std::size_t(s.frames) / s.clip_len);
@@ -198,9 +203,9 @@ int main(int argc, char** argv) {
               double(samples) / double(s.shuffle_buffer));
   // Warm the page cache for every format alike, then measure.
   run_files(s, false);
-  measure("stream, 1 thread", [&] { return run_stream(s, 1); });
-  measure("stream, 2 threads", [&] { return run_stream(s, 2); });
-  measure("raw .npy per frame", [&] { return run_files(s, false); });
-  measure("PNG + OpenCV", [&] { return run_files(s, true); });
+  if (wanted("stream1")) measure("stream, 1 thread", [&] { return run_stream(s, 1); });
+  if (wanted("stream2")) measure("stream, 2 threads", [&] { return run_stream(s, 2); });
+  if (wanted("npy")) measure("raw .npy per frame", [&] { return run_files(s, false); });
+  if (wanted("png")) measure("PNG + OpenCV", [&] { return run_files(s, true); });
   return 0;
 }
