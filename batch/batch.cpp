@@ -304,7 +304,6 @@ WorkerReport BatchJob::run_worker(unsigned worker, const std::function<void(cons
 
 bool BatchJob::adapts() const { return options_.compress.adapt_auto || options_.compress.adapt.seconds > 0; }
 
-
 std::optional<fs::path> BatchJob::find_adapted_model() const {
   const std::string request = adapt_request();
   for (auto& [path, model] : batch_models_in(output_dir_))
@@ -315,7 +314,7 @@ std::optional<fs::path> BatchJob::find_adapted_model() const {
 BatchJob::Adapted BatchJob::adapt_model(unsigned threads) const {
   Adapted adapted;
   try {
-    adapted.result = adapt_to_input(input_, options_.compress, resolve_threads(threads));
+    adapted.result = adapt_to_input(input_, options_.compress, resolve_threads(threads), "tezip batch --adapt (training)");
   } catch (const ModelError& e) {  // LearnedModuleError too: no libtorch
     throw InputError(e.what());
   }

@@ -42,8 +42,9 @@ unsigned resolve_threads(unsigned requested) {
   return std::min({requested, kMaxThreads, 4 * cores});
 }
 
-AdaptResult adapt_to_input(const std::filesystem::path& input, const CompressOptions& options, unsigned threads) {
-  check_training_available("tezip compress --adapt (training)");
+AdaptResult adapt_to_input(const std::filesystem::path& input, const CompressOptions& options, unsigned threads,
+                           const std::string& purpose) {
+  check_training_available(purpose);
   auto sources = open_sources(input, options.source);
   std::vector<std::size_t> frames, values;
   std::uint64_t total = 0;

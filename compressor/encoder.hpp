@@ -57,8 +57,10 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
 
 // --adapt: trains the PredNet that will code INPUT on a sample of its frames (adapt_sample), as
 // `options` asks (options.adapt, adapt_auto, adapt_from_scratch, learned.model), on `threads`
-// torch threads. Throws InputError (unusable input or model), LearnedModuleError without libtorch.
-AdaptResult adapt_to_input(const std::filesystem::path& input, const CompressOptions& options, unsigned threads);
+// torch threads. Throws InputError (unusable input or model), LearnedModuleError without libtorch
+// (its message names `purpose`, the command that asked).
+AdaptResult adapt_to_input(const std::filesystem::path& input, const CompressOptions& options, unsigned threads,
+                           const std::string& purpose = "tezip compress --adapt (training)");
 
 // The most worker threads tezip starts; `-T` above it is refused by the CLI.
 inline constexpr unsigned kMaxThreads = 1024;

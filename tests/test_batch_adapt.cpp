@@ -202,6 +202,20 @@ TEST_CASE("an adapted batch: one model beside the shards, found by SHA-256, reus
   CHECK_THAT(run.output, Contains("model:") && Contains(model.filename().string()));
 }
 
+TEST_CASE("tezip batch --adapt says what it needs: prednet, and libtorch to train", "[batch][adapt][cli]") {
+  test::TempDir dir;
+  const auto input = two_sequences(dir.path());
+  const std::string common = "batch " + test::quote(input) + " -o " + test::quote(dir.path() / "out") + " --shard-size 1 ";
+  auto run = test::tezip_cli(common + "--adapt 3");
+  CHECK(run.code == 1);
+  CHECK_THAT(run.output, Contains("--adapt needs --predictor prednet"));
+  run = test::tezip_cli(common + "--predictor prednet --adapt 3", "TEZIP_LEARNED_MODULE=" + test::quote(dir.path() / "none.so"));
+  CHECK(run.code == 2);
+  CHECK_THAT(run.output, Contains("tezip batch --adapt") && Contains("needs libtorch"));
+  CHECK_FALSE(fs::exists(dir.path() / "out" / "index.json"));
+  CHECK(model_files(dir.path() / "out").empty());
+}
+
 TEST_CASE("dataset index: the adapted model's entry round trips and is checked", "[batch]") {
   test::TempDir dir;
   DatasetIndex index;
