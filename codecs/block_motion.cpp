@@ -27,13 +27,15 @@ struct Rect {
 // The rows of a block inside the reference: bilinear weights in quarters (w00 + w01 + w10 + w11 =
 // 16), rounded to nearest. Acc is the arithmetic's width: 16 bits are exact for pixels below 4096
 // (16 * 4095 + 8 < 65536), and vectorize with twice the lanes of 32 (SSE2 has no 32-bit multiply).
+// `out` has rows of out_stride values.
 template <class Acc, std::uint32_t W>
 [[gnu::always_inline]] inline void predict_inside(const std::uint16_t* src, std::uint32_t width, const Rect& r,
-                                                  std::uint32_t fx, std::uint32_t fy, std::uint16_t* out) {
+                                                  std::uint32_t fx, std::uint32_t fy, std::uint16_t* out,
+                                                  std::size_t out_stride) {
   const std::uint32_t w = W ? W : r.w;  // W = 0: the block's own width
   const Acc w00 = Acc((4 - fx) * (4 - fy)), w01 = Acc(fx * (4 - fy)), w10 = Acc((4 - fx) * fy), w11 = Acc(fx * fy);
   const Acc ax = Acc(4 - fx), bx = Acc(fx), ay = Acc(4 - fy), by = Acc(fy);
-  for (std::uint32_t y = 0; y < r.h; ++y, src += width, out += w) {
+  for (std::uint32_t y = 0; y < r.h; ++y, src += width, out += out_stride) {
     const std::uint16_t* below = src + (fy ? width : 0);
     if (!fx && !fy) {
       std::copy(src, src + w, out);
@@ -52,20 +54,21 @@ template <class Acc, std::uint32_t W>
 // predict_inside for any block: 16-bit arithmetic when `narrow` (pixels below 4096), the areas'
 // common widths fixed.
 [[gnu::always_inline]] inline void predict_inside_any(const std::uint16_t* src, std::uint32_t width, const Rect& r,
-                                                      std::uint32_t fx, std::uint32_t fy, bool narrow, std::uint16_t* out) {
+                                                      std::uint32_t fx, std::uint32_t fy, bool narrow, std::uint16_t* out,
+                                                      std::size_t out_stride) {
   if (narrow) {
-    if (r.w == 16) return predict_inside<std::uint16_t, 16>(src, width, r, fx, fy, out);
-    if (r.w == 8) return predict_inside<std::uint16_t, 8>(src, width, r, fx, fy, out);
-    return predict_inside<std::uint16_t, 0>(src, width, r, fx, fy, out);
+    if (r.w == 16) return predict_inside<std::uint16_t, 16>(src, width, r, fx, fy, out, out_stride);
+    if (r.w == 8) return predict_inside<std::uint16_t, 8>(src, width, r, fx, fy, out, out_stride);
+    return predict_inside<std::uint16_t, 0>(src, width, r, fx, fy, out, out_stride);
   }
-  predict_inside<std::uint32_t, 0>(src, width, r, fx, fy, out);
+  predict_inside<std::uint32_t, 0>(src, width, r, fx, fy, out, out_stride);
 }
 
 // The same arithmetic compiled for the portable path and for AVX2 (twice the lanes, and a 32-bit
 // multiply for 16-bit data): the same values by construction, and tests compare both.
 void predict_inside_portable(const std::uint16_t* src, std::uint32_t width, const Rect& r, std::uint32_t fx,
-                             std::uint32_t fy, bool narrow, std::uint16_t* out) {
-  predict_inside_any(src, width, r, fx, fy, narrow, out);
+                             std::uint32_t fy, bool narrow, std::uint16_t* out, std::size_t out_stride) {
+  predict_inside_any(src, width, r, fx, fy, narrow, out, out_stride);
 }
 
 #ifdef TEZIP_HAVE_AVX2_MOTION
@@ -91,13 +94,13 @@ template <std::uint32_t W>
 // compiler unrolls the fixed-width loops into scalar code instead of vectorizing them).
 template <std::uint32_t W>
 [[gnu::target("avx2")]] void predict_narrow_avx2(const std::uint16_t* src, std::uint32_t width, const Rect& r,
-                                                std::uint32_t fx, std::uint32_t fy, std::uint16_t* out) {
+                                                std::uint32_t fx, std::uint32_t fy, std::uint16_t* out, std::size_t out_stride) {
   const __m256i w00 = _mm256_set1_epi16(short((4 - fx) * (4 - fy))), w01 = _mm256_set1_epi16(short(fx * (4 - fy)));
   const __m256i w10 = _mm256_set1_epi16(short((4 - fx) * fy)), w11 = _mm256_set1_epi16(short(fx * fy));
   const __m256i ax = _mm256_set1_epi16(short(4 - fx)), bx = _mm256_set1_epi16(short(fx));
   const __m256i ay = _mm256_set1_epi16(short(4 - fy)), by = _mm256_set1_epi16(short(fy));
   const __m256i two = _mm256_set1_epi16(2), eight = _mm256_set1_epi16(8);
-  for (std::uint32_t y = 0; y < r.h; ++y, src += width, out += W) {
+  for (std::uint32_t y = 0; y < r.h; ++y, src += width, out += out_stride) {
     const std::uint16_t* below = src + (fy ? width : 0);
     if (!fx && !fy) {
       store_row<W>(out, load_row<W>(src));
@@ -116,28 +119,30 @@ template <std::uint32_t W>
 }
 
 [[gnu::target("avx2")]] void predict_inside_avx2(const std::uint16_t* src, std::uint32_t width, const Rect& r,
-                                                std::uint32_t fx, std::uint32_t fy, bool narrow, std::uint16_t* out) {
-  if (narrow && r.w == 16) return predict_narrow_avx2<16>(src, width, r, fx, fy, out);
-  if (narrow && r.w == 8) return predict_narrow_avx2<8>(src, width, r, fx, fy, out);
-  predict_inside_any(src, width, r, fx, fy, narrow, out);
+                                                std::uint32_t fx, std::uint32_t fy, bool narrow, std::uint16_t* out,
+                                                std::size_t out_stride) {
+  if (narrow && r.w == 16) return predict_narrow_avx2<16>(src, width, r, fx, fy, out, out_stride);
+  if (narrow && r.w == 8) return predict_narrow_avx2<8>(src, width, r, fx, fy, out, out_stride);
+  predict_inside_any(src, width, r, fx, fy, narrow, out, out_stride);
 }
 #endif
 
 // predict_inside through the kernels of `path`: the same values on every path.
 void predict_inside_on(SimdPath path, const std::uint16_t* src, std::uint32_t width, const Rect& r, std::uint32_t fx,
-                       std::uint32_t fy, bool narrow, std::uint16_t* out) {
+                       std::uint32_t fy, bool narrow, std::uint16_t* out, std::size_t out_stride) {
 #ifdef TEZIP_HAVE_AVX2_MOTION
-  if (path >= SimdPath::avx2) return predict_inside_avx2(src, width, r, fx, fy, narrow, out);
+  if (path >= SimdPath::avx2) return predict_inside_avx2(src, width, r, fx, fy, narrow, out, out_stride);
 #endif
   (void)path;
-  predict_inside_portable(src, width, r, fx, fy, narrow, out);
+  predict_inside_portable(src, width, r, fx, fy, narrow, out, out_stride);
 }
 
-// The block of `reference` displaced by v, written to out (r.w x r.h, row stride r.w): bilinear
-// between the four pixels around each sample, weights in quarters, rounded to nearest. Samples
-// outside the reference take the nearest edge pixel. `max_value`: no reference pixel exceeds it.
+// The block of `reference` displaced by v, written to out (r.w x r.h, rows out_stride apart):
+// bilinear between the four pixels around each sample, weights in quarters, rounded to nearest.
+// Samples outside the reference take the nearest edge pixel. `max_value`: no reference pixel
+// exceeds it.
 void predict(std::span<const std::uint16_t> reference, std::uint32_t width, std::uint32_t height, const Rect& r,
-             MotionVector v, std::uint16_t* out, std::uint32_t max_value, SimdPath path) {
+             MotionVector v, std::uint16_t* out, std::size_t out_stride, std::uint32_t max_value, SimdPath path) {
   const int ix = v.x >> 2, iy = v.y >> 2;  // floor: -1 quarter = one pixel left, plus three quarters
   const std::uint32_t fx = v.x & 3, fy = v.y & 3;
   const int x0 = int(r.x) + ix, y0 = int(r.y) + iy;
@@ -164,7 +169,7 @@ void predict(std::span<const std::uint16_t> reference, std::uint32_t width, std:
     }
     src = window.data();
   }
-  predict_inside_on(path, src, stride, r, fx, fy, max_value < 4096, out);
+  predict_inside_on(path, src, stride, r, fx, fy, max_value < 4096, out, out_stride);
 }
 
 // The sum of absolute differences of h rows of w pixels (strides sa, sb); W = 0: any w. The
@@ -311,7 +316,7 @@ class SubpelPlanes {
       const Rect row{0, 0, width_ - (fx != 0), 1};
       for (std::uint32_t y = 0; y + (fy != 0) < height_; ++y)
         predict_inside_on(path_, reference_.data() + std::size_t(y) * width_, width_, row, fx, fy, narrow_,
-                          plane.data() + std::size_t(y) * width_);
+                          plane.data() + std::size_t(y) * width_, width_);
     }
     return plane.data();
   }
@@ -362,7 +367,7 @@ class AreaSearch {
     if (!(v.x & 3) && !(v.y & 3) && x0 >= 0 && y0 >= 0 && x0 + int(r_.w) <= int(f_.width) && y0 + int(r_.h) <= int(f_.height))
       return reference_.data() + std::size_t(y0) * f_.width + std::size_t(x0);
     if (const std::uint16_t* p = subpel_.block(r_, v)) return p;
-    predict(reference_, f_.width, f_.height, r_, v, buffer_.data(), max_value_, path_);
+    predict(reference_, f_.width, f_.height, r_, v, buffer_.data(), r_.w, max_value_, path_);
     stride = r_.w;
     return buffer_.data();
   }
@@ -688,7 +693,6 @@ void compensate(const MotionField& f, std::span<const std::uint16_t> reference, 
   if (!simd_supported(path)) throw std::invalid_argument("compensate: this CPU cannot run the kernel path");
   if (reference.size() != std::size_t(f.width) * f.height || out.size() != reference.size())
     throw CodecError("motion field and plane sizes differ");
-  std::array<std::uint16_t, kBlock * kBlock> buffer;
   for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
     for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
       const bool split = f.split[std::size_t(by) * f.blocks_x() + bx];
@@ -696,9 +700,9 @@ void compensate(const MotionField& f, std::span<const std::uint16_t> reference, 
       for (std::uint32_t uy = 2 * by; uy < std::min(2 * by + 2, f.units_y()); uy += span)
         for (std::uint32_t ux = 2 * bx; ux < std::min(2 * bx + 2, f.units_x()); ux += span) {
           const Rect r = unit_rect(f, ux, uy, span);
-          predict(reference, f.width, f.height, r, f.units[std::size_t(uy) * f.units_x() + ux], buffer.data(), max_value, path);
-          for (std::uint32_t y = 0; y < r.h; ++y)
-            std::copy_n(buffer.data() + std::size_t(y) * r.w, r.w, out.data() + std::size_t(r.y + y) * f.width + r.x);
+          // Straight into the plane: the block's rows f.width apart.
+          predict(reference, f.width, f.height, r, f.units[std::size_t(uy) * f.units_x() + ux],
+                  out.data() + std::size_t(r.y) * f.width + r.x, f.width, max_value, path);
         }
     }
 }
