@@ -135,23 +135,12 @@ struct UniformRec {
   }
 };
 
-// The intra reconstruction with strips of 8 rows in AVX2: row 0, the rows past the last whole
-// strip and constant rows (constant_rows) the portable way, with `rec`.
+// The intra reconstruction with strips of 8 rows in AVX2 (wavefront_avx2.hpp).
 template <class Step, class Rec>
 [[gnu::target("avx2")]] void intra_rows_avx2(const std::int32_t* symbols, std::size_t width, std::size_t height,
                                             std::uint16_t* out, Step& step, Rec rec) {
   const auto median = [](std::uint32_t a, std::uint32_t b, std::uint32_t c) { return med(a, b, c); };
-  median_rows<std::uint32_t>(symbols, out, width, 0, std::min<std::size_t>(height, 1), median, rec);
-  std::size_t y = 1;
-  for (; y + 8 <= height; y += 8) {
-    const std::uint16_t* up = out + (y - 1) * width;
-    if (constant_rows(symbols + y * width, 8, up, width)) {
-      std::fill(out + y * width, out + (y + 8) * width, up[0]);
-      continue;
-    }
-    wavefront_avx2::strip8(symbols, out, width, y, step);
-  }
-  median_rows<std::uint32_t>(symbols, out, width, y, height, median, rec);
+  wavefront_avx2::median_rows8<std::uint32_t>(symbols, out, width, 0, height, median, rec, step);
 }
 
 // dequantize_plane_intra's lossless case; true when a pixel left the range.

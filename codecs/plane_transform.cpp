@@ -108,19 +108,8 @@ void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> pl
   // Whole strips of 8 rows below the first: eight rows a vector (wavefront_avx2.hpp); the rest,
   // and rows whose constant_rows shortcut applies, four rows at a time.
   if (path >= SimdPath::avx2 && width >= 16) {
-    std::size_t y = y_begin;
-    if (y == 0) median_rows<std::int32_t>(p, p, width, 0, std::min<std::size_t>(y_end, 1), median, rec), y = 1;
     MedianStep step;
-    for (; y + 8 <= y_end; y += 8) {
-      const std::int32_t* up = p + (y - 1) * width;
-      if (constant_rows(p + y * width, 8, up, width)) {
-        std::fill(p + y * width, p + (y + 8) * width, up[0]);
-        continue;
-      }
-      wavefront_avx2::strip8(p, p, width, y, step);
-    }
-    median_rows<std::int32_t>(p, p, width, y, y_end, median, rec);
-    return;
+    return wavefront_avx2::median_rows8<std::int32_t>(p, p, width, y_begin, y_end, median, rec, step);
   }
 #else
   (void)path;

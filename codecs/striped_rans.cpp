@@ -19,6 +19,7 @@
 #include "codecs/codec_error.hpp"
 #include "codecs/rank_remap.hpp"
 #include "codecs/rans_model.hpp"
+#include "codecs/wavefront_avx2.hpp"
 
 // Layout of an encode_striped_rans output:
 //   model   the context model (rans_model.cpp)
@@ -256,27 +257,12 @@ template <int G>
   const std::size_t whole = width / 8 * 8;
   for (std::size_t x = 0; x < whole; x += 8)
     for (int g = 0; g < G; ++g) {
-      __m256i c[8], t[8];
+      // c[k]: column x + k of the group's 8 lanes; transposed, c[l]: lane l's 8 columns.
+      __m256i c[8];
       for (int k = 0; k < 8; ++k)
         c[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + (x + k) * L + kGroup * g));
-      for (int k = 0; k < 8; k += 2) {
-        t[k] = _mm256_unpacklo_epi32(c[k], c[k + 1]);
-        t[k + 1] = _mm256_unpackhi_epi32(c[k], c[k + 1]);
-      }
-      for (int k = 0; k < 8; k += 4) {
-        c[k] = _mm256_unpacklo_epi64(t[k], t[k + 2]);
-        c[k + 1] = _mm256_unpackhi_epi64(t[k], t[k + 2]);
-        c[k + 2] = _mm256_unpacklo_epi64(t[k + 1], t[k + 3]);
-        c[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
-      }
-      // c[0..3]: lanes 0, 1, 2, 3 (low half) and 4, 5, 6, 7 (high half) of columns 0-3; c[4..7]:
-      // the same of columns 4-7.
-      for (int k = 0; k < 4; ++k) {
-        const __m256i lo = _mm256_permute2x128_si256(c[k], c[k + 4], 0x20);
-        const __m256i hi = _mm256_permute2x128_si256(c[k], c[k + 4], 0x31);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row[kGroup * g + k] + x), lo);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row[kGroup * g + k + 4] + x), hi);
-      }
+      wavefront_avx2::transpose8(c);
+      for (int l = 0; l < 8; ++l) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row[kGroup * g + l] + x), c[l]);
     }
   for (std::size_t x = whole; x < width; ++x)
     for (std::size_t l = 0; l < L; ++l) row[l][x] = values[x * L + l];

@@ -7,15 +7,18 @@
 // scratch buffer with margins so that the skewed loads and stores stay in bounds.
 //
 // Only for x86 translation units that check the CPU (simd.hpp) before calling: the functions carry
-// gnu::target("avx2"). Callers: the median transform's inverse (plane_transform.cpp) and the intra
-// reconstruction (linear_quantizer.cpp).
+// gnu::target("avx2"). Callers: the median transform's inverse (plane_transform.cpp), the intra
+// reconstruction (linear_quantizer.cpp); the striped rANS decoder's row scatter takes transpose8.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <vector>
+
+#include "codecs/wavefront.hpp"
 
 #define TEZIP_HAVE_AVX2_WAVEFRONT 1
 
@@ -113,6 +116,25 @@ template <class In, class Out, class Step>
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(row0 + k * stride + x0 - k), r[k]);
   }
   for (std::size_t k = 0; k < 8; ++k) narrow(row0 + k * stride, out + (y + k) * width, width);
+}
+
+// Rows [y_begin, y_end) of a plane as wavefront.hpp's median_rows computes them (the same `med`
+// and `rec`): row 0 and the rows past the last whole strip of 8 the portable way, strips whose
+// rows constant_rows fills without the chain filled so, every other strip by strip8 with `step`.
+template <class Value, class In, class Out, class Med, class Rec, class Step>
+[[gnu::target("avx2")]] inline void median_rows8(const In* in, Out* out, std::size_t width, std::size_t y_begin, std::size_t y_end,
+                                                 Med med, Rec rec, Step& step) {
+  std::size_t y = y_begin;
+  if (y == 0 && y_end > 0) median_rows<Value>(in, out, width, 0, 1, med, rec), y = 1;
+  for (; y + 8 <= y_end; y += 8) {
+    const Out* up = out + (y - 1) * width;
+    if (constant_rows(in + y * width, 8, up, width)) {
+      std::fill(out + y * width, out + (y + 8) * width, up[0]);
+      continue;
+    }
+    strip8(in, out, width, y, step);
+  }
+  median_rows<Value>(in, out, width, y, y_end, med, rec);
 }
 
 // The lanes whose column i - k is 0 (the column whose prediction is the pixel above).

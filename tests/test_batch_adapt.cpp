@@ -18,6 +18,7 @@
 #include "format/errors.hpp"
 #include "predictor/model_file.hpp"
 #include "support/cli_run.hpp"
+#include "support/shipped_model.hpp"
 #include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -27,7 +28,7 @@ namespace tezip {
 namespace {
 
 const fs::path kMire = fs::path(TEZIP_SOURCE_DIR) / "datasets/sample/mire";
-const fs::path kShippedModel = fs::path(TEZIP_SOURCE_DIR) / "models/prednet-small.tzm";
+using test::kShippedModel;
 
 // The real sample split in two sequences of 8 frames: two shards of one sequence each.
 fs::path two_sequences(const fs::path& dir) {
@@ -64,13 +65,8 @@ BatchOptions adapting_batch(unsigned workers, std::uint64_t seed = 1) {
 // What worker 0 would write, without training: the shipped model with a bias moved, recorded as
 // made for `job`'s request.
 fs::path stand_in_model(const BatchJob& job, const fs::path& out, float delta) {
-  ModelFile model = load_model_file(kShippedModel);
-  auto tensors = parse_weights(model.weights, "shipped");
-  for (auto& t : tensors)
-    if (t.name == "ahat0.bias") t.values[0] += delta;
-  model.weights = serialize_weights(tensors);
-  model.weights_sha256_v1.clear();
-  model.metadata_json = nlohmann::json{{"trainer", "test"}, {"batch_request", job.adapt_request()}}.dump();
+  ModelFile model =
+      test::perturbed_model(delta, nlohmann::json{{"trainer", "test"}, {"batch_request", job.adapt_request()}}.dump());
   const auto bytes = model.serialize();
   const auto path = out / dataset_model_name(model.weights_sha256);
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));

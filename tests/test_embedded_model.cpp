@@ -16,6 +16,7 @@
 #include "loader/reader.hpp"
 #include "predictor/model_file.hpp"
 #include "support/cli_run.hpp"
+#include "support/shipped_model.hpp"
 #include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -25,23 +26,11 @@ namespace tezip {
 namespace {
 
 const fs::path kMire = fs::path(TEZIP_SOURCE_DIR) / "datasets/sample/mire";
-const fs::path kShippedModel = fs::path(TEZIP_SOURCE_DIR) / "models/prednet-small.tzm";
+using test::kShippedModel;
+using test::perturbed_model;
 
 void write_bytes(const fs::path& path, const std::vector<std::uint8_t>& bytes) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-}
-
-// The shipped model with its forecast bias moved by `delta`: a model no search path holds.
-ModelFile perturbed_model(float delta) {
-  ModelFile model = load_model_file(kShippedModel);
-  auto tensors = parse_weights(model.weights, "shipped");
-  for (auto& t : tensors)
-    if (t.name == "ahat0.bias") t.values[0] += delta;
-  model.weights = serialize_weights(tensors);
-  model.weights_sha256_v1.clear();
-  model.metadata_json = "{\"test\": \"perturbed\"}";
-  model.serialize();  // sets weights_sha256
-  return model;
 }
 
 std::uint32_t header_version(const fs::path& archive) {
