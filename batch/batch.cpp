@@ -302,7 +302,7 @@ WorkerReport BatchJob::run_worker(unsigned worker, const std::function<void(cons
   return report;
 }
 
-bool BatchJob::adapts() const { return options_.compress.adapt_auto || options_.compress.adapt.seconds > 0; }
+bool BatchJob::adapts() const { return options_.compress.adapts(); }
 
 std::optional<fs::path> BatchJob::find_adapted_model() const {
   const std::string request = adapt_request();

@@ -428,7 +428,7 @@ int run_batch(int argc, char** argv) {
     error = e.what();
     status = kDataError;
   }
-  if (batch.compress.adapt_auto || batch.compress.adapt.seconds > 0) {
+  if (batch.compress.adapts()) {
     // Worker 0 adapts PredNet; the others wait for its model, rank 0 of each MPI job polling the
     // folder (array tasks) and the other ranks waiting on it without spinning (docs/batch.md).
     const bool leader = !mpi.active() || mpi.rank() == 0;

@@ -343,7 +343,7 @@ VerifyReport verify(const std::filesystem::path& archive, const std::optional<st
     const auto paths = archive_paths(archive);
     // The model the job adapted must be the file the index lists, before the shards load it.
     if (index.model) {
-      const auto path = *dataset_model_path(archive);
+      const auto path = (std::filesystem::absolute(archive).parent_path() / index.model->path).lexically_normal();
       const std::string file = path.string();
       std::error_code ec;
       const auto size = std::filesystem::file_size(path, ec);

@@ -85,7 +85,7 @@ CompressReport compress(const std::filesystem::path& input, const std::filesyste
   const auto start = std::chrono::steady_clock::now();
   const std::filesystem::path inputs[] = {input};
   check_output_apart(output, inputs);
-  if (options.adapt_auto || options.adapt.seconds > 0) {
+  if (options.adapts()) {
     CompressOptions adapted = options;
     AdaptResult result;
     try {

@@ -28,6 +28,7 @@ struct CompressOptions {
   bool adapt_auto = false;
   bool adapt_from_scratch = false;
   std::uint64_t adapt_max_values = std::uint64_t(48) << 20;  // the sample's size (adapt_sample)
+  bool adapts() const { return adapt_auto || adapt.seconds > 0; }
   GopPolicy gop;
   SourceOptions source;  // how INPUT is read (compress(); compress_sources takes open sources)
   unsigned threads = 0;  // 0: all cores

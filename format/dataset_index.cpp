@@ -241,13 +241,6 @@ std::vector<fs::path> archive_paths(const fs::path& input) {
   return out;
 }
 
-std::optional<fs::path> dataset_model_path(const fs::path& input) {
-  if (!is_dataset_index(input)) return std::nullopt;
-  const auto index = read_dataset_index(input);
-  if (!index.model) return std::nullopt;
-  return (fs::absolute(input).parent_path() / index.model->path).lexically_normal();
-}
-
 std::uint64_t hash_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path.string() + ": cannot open");

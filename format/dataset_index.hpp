@@ -41,8 +41,6 @@ bool looks_like_dataset_index(const std::filesystem::path& path);
 DatasetIndex read_dataset_index(const std::filesystem::path& path);
 // Written atomically (temporary name, then rename).
 void write_dataset_index(const std::filesystem::path& path, const DatasetIndex& index);
-// The model file an index names (absolute), or nullopt (an archive, or an index without one).
-std::optional<std::filesystem::path> dataset_model_path(const std::filesystem::path& input);
 // The archives an input names: the shards of a dataset index (absolute paths), or the archive itself.
 std::vector<std::filesystem::path> archive_paths(const std::filesystem::path& input);
 // XXH64 of a whole file, read in blocks: the checksum ShardEntry::hash holds.

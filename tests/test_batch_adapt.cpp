@@ -224,7 +224,6 @@ TEST_CASE("dataset index: the adapted model's entry round trips and is checked",
   CHECK(back.model->size == 2048);
   CHECK(back.model->hash == 0x1234);
   CHECK(back.model->weights_sha256 == index.model->weights_sha256);
-  CHECK(dataset_model_path(dir.path() / "index.json") == fs::absolute(dir.path() / index.model->path).lexically_normal());
   // Only a .tzm file name beside the index, with a real SHA-256: the shards look for it there.
   for (const std::string path : {"../x.tzm", "sub/x.tzm", "/etc/x.tzm", "x.json", ""}) {
     INFO(path);
