@@ -281,6 +281,17 @@ void set_units(MotionField& f, std::uint32_t ux, std::uint32_t uy, std::uint32_t
     for (std::uint32_t x = ux; x < std::min(ux + span, f.units_x()); ++x) f.units[std::size_t(y) * f.units_x() + x] = v;
 }
 
+// A spatial block's forecast: the rounded mean of the reference's pixels under the block.
+std::uint16_t block_dc(std::span<const std::uint16_t> reference, std::uint32_t width, const Rect& r) {
+  std::uint64_t sum = 0;
+  for (std::uint32_t y = 0; y < r.h; ++y) {
+    const std::uint16_t* row = reference.data() + std::size_t(r.y + y) * width + r.x;
+    for (std::uint32_t x = 0; x < r.w; ++x) sum += row[x];
+  }
+  const std::uint64_t n = std::uint64_t(r.w) * r.h;
+  return std::uint16_t((sum + n / 2) / n);
+}
+
 MotionVector clamp_vector(int x, int y) {
   return {std::int16_t(std::clamp(x, -kMotionRange, kMotionRange)), std::int16_t(std::clamp(y, -kMotionRange, kMotionRange))};
 }
@@ -688,6 +699,73 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
   return result;
 }
 
+std::size_t choose_spatial_blocks(MotionField& f, std::span<const std::uint16_t> plane,
+                                  std::span<const std::uint16_t> reference, std::span<const std::uint16_t> forecast,
+                                  const ResidualBits& table) {
+  const std::size_t size = std::size_t(f.width) * f.height;
+  if (plane.size() != size || reference.size() != size || forecast.size() != size || table.bits.empty()) return 0;
+  // The residual plane as decided so far: the forecast's residual, x - DC in the spatial blocks.
+  std::vector<std::int32_t> w(size);
+  for (std::size_t i = 0; i < size; ++i) w[i] = std::int32_t(plane[i]) - std::int32_t(forecast[i]);
+  const std::int32_t reach = table.offset;
+  const std::uint8_t* bits = table.bits.data() + reach;
+  const std::size_t width = f.width;
+  // The estimated bits of the block's values under the median transform (forward_transform's
+  // edges: the first row from the left, the first column from above).
+  auto median_bits = [&](const Rect& r) {
+    std::uint64_t sum = 0;
+    for (std::uint32_t y = r.y; y < r.y + r.h; ++y) {
+      const std::int32_t* row = w.data() + y * width;
+      const std::int32_t* up = row - width;
+      for (std::uint32_t x = r.x; x < r.x + r.w; ++x) {
+        std::int64_t p = 0;
+        if (y == 0) {
+          p = x > 0 ? row[x - 1] : 0;
+        } else if (x == 0) {
+          p = up[0];
+        } else {
+          const std::int64_t a = row[x - 1], b = up[x], c = up[x - 1];
+          p = c >= std::max(a, b) ? std::min(a, b) : c <= std::min(a, b) ? std::max(a, b) : a + b - c;
+        }
+        sum += bits[std::clamp<std::int64_t>(row[x] - p, -reach, reach)];
+      }
+    }
+    return sum;
+  };
+  std::size_t marked = 0;
+  std::array<std::int32_t, kBlock * kBlock> kept;
+  for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
+    for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
+      std::uint8_t& mode = f.split[std::size_t(by) * f.blocks_x() + bx];
+      const std::uint32_t ux = 2 * bx, uy = 2 * by;
+      const Rect r = unit_rect(f, ux, uy, 2);
+      // What the block's vectors cost, as append_motion_symbols will predict them.
+      std::uint64_t vectors = 0;
+      const std::uint32_t span = mode == kSplitBlock ? 1 : 2;
+      for (std::uint32_t y = uy; y < std::min(uy + 2, f.units_y()); y += span)
+        for (std::uint32_t x = ux; x < std::min(ux + 2, f.units_x()); x += span)
+          vectors += vector_bits(f.units[std::size_t(y) * f.units_x() + x], predict_vector(f, x, y, span));
+      const std::uint64_t inter = median_bits(r) + vectors;
+      const std::int32_t dc = block_dc(reference, f.width, r);
+      for (std::uint32_t y = 0; y < r.h; ++y)
+        for (std::uint32_t x = 0; x < r.w; ++x) {
+          const std::size_t i = (r.y + y) * width + r.x + x;
+          kept[y * r.w + x] = w[i];
+          w[i] = std::int32_t(plane[i]) - dc;
+        }
+      // Two bits for the mode symbol's larger alphabet.
+      if (median_bits(r) + 2 < inter) {
+        mode = kSpatialBlock;
+        set_units(f, ux, uy, 2, predict_vector(f, ux, uy, 2));
+        ++marked;
+      } else {
+        for (std::uint32_t y = 0; y < r.h; ++y)
+          std::copy(kept.begin() + y * r.w, kept.begin() + (y + 1) * r.w, w.begin() + std::ptrdiff_t((r.y + y) * width + r.x));
+      }
+    }
+  return marked;
+}
+
 void compensate(const MotionField& f, std::span<const std::uint16_t> reference, std::span<std::uint16_t> out,
                 std::uint32_t max_value, SimdPath path) {
   if (!simd_supported(path)) throw std::invalid_argument("compensate: this CPU cannot run the kernel path");
@@ -695,8 +773,17 @@ void compensate(const MotionField& f, std::span<const std::uint16_t> reference, 
     throw CodecError("motion field and plane sizes differ");
   for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
     for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
-      const bool split = f.split[std::size_t(by) * f.blocks_x() + bx];
-      const std::uint32_t span = split ? 1 : 2;
+      const std::uint8_t mode = f.split[std::size_t(by) * f.blocks_x() + bx];
+      if (mode == kSpatialBlock) {
+        const Rect r = unit_rect(f, 2 * bx, 2 * by, 2);
+        const std::uint16_t dc = block_dc(reference, f.width, r);
+        for (std::uint32_t y = 0; y < r.h; ++y) {
+          std::uint16_t* row = out.data() + std::size_t(r.y + y) * f.width + r.x;
+          std::fill(row, row + r.w, dc);
+        }
+        continue;
+      }
+      const std::uint32_t span = mode == kSplitBlock ? 1 : 2;
       for (std::uint32_t uy = 2 * by; uy < std::min(2 * by + 2, f.units_y()); uy += span)
         for (std::uint32_t ux = 2 * bx; ux < std::min(2 * bx + 2, f.units_x()); ux += span) {
           const Rect r = unit_rect(f, ux, uy, span);
@@ -719,12 +806,18 @@ MotionField scale_field(const MotionField& field, int num, int den) {
   return out;
 }
 
-void append_motion_symbols(const MotionField& f, std::vector<std::uint32_t>& out) {
+void append_motion_symbols(const MotionField& field, std::vector<std::uint32_t>& out) {
+  // Spatial blocks' units take their predicted vectors as they come, as the reader sets them.
+  MotionField f = field;
   for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
     for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
-      const bool split = f.split[std::size_t(by) * f.blocks_x() + bx];
-      out.push_back(split);
-      const std::uint32_t span = split ? 1 : 2;
+      const std::uint8_t mode = f.split[std::size_t(by) * f.blocks_x() + bx];
+      out.push_back(mode);
+      if (mode == kSpatialBlock) {
+        set_units(f, 2 * bx, 2 * by, 2, predict_vector(f, 2 * bx, 2 * by, 2));
+        continue;
+      }
+      const std::uint32_t span = mode == kSplitBlock ? 1 : 2;
       for (std::uint32_t uy = 2 * by; uy < std::min(2 * by + 2, f.units_y()); uy += span)
         for (std::uint32_t ux = 2 * bx; ux < std::min(2 * bx + 2, f.units_x()); ux += span) {
           const MotionVector v = f.units[std::size_t(uy) * f.units_x() + ux];
@@ -736,7 +829,7 @@ void append_motion_symbols(const MotionField& f, std::vector<std::uint32_t>& out
 }
 
 MotionField read_motion_symbols(std::span<const std::uint32_t> symbols, std::size_t& pos, std::uint32_t width,
-                                std::uint32_t height) {
+                                std::uint32_t height, bool spatial) {
   MotionField f(width, height);
   auto next = [&] {
     if (pos >= symbols.size()) throw CodecError("motion vectors end early");
@@ -745,11 +838,15 @@ MotionField read_motion_symbols(std::span<const std::uint32_t> symbols, std::siz
   for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
     for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
       const std::uint32_t flag = next();
-      if (flag > 1) throw CodecError("bad motion split flag");
-      const bool split = flag;
+      if (flag > (spatial ? kSpatialBlock : kSplitBlock)) throw CodecError("bad motion block mode");
+      const bool split = flag == kSplitBlock;
       if (split && (2 * bx + 1 >= f.units_x() || 2 * by + 1 >= f.units_y()))
         throw CodecError("split motion block at the plane's edge");
-      f.split[std::size_t(by) * f.blocks_x() + bx] = flag;
+      f.split[std::size_t(by) * f.blocks_x() + bx] = std::uint8_t(flag);
+      if (flag == kSpatialBlock) {
+        set_units(f, 2 * bx, 2 * by, 2, predict_vector(f, 2 * bx, 2 * by, 2));
+        continue;
+      }
       const std::uint32_t span = split ? 1 : 2;
       for (std::uint32_t uy = 2 * by; uy < std::min(2 * by + 2, f.units_y()); uy += span)
         for (std::uint32_t ux = 2 * bx; ux < std::min(2 * bx + 2, f.units_x()); ux += span) {

@@ -24,8 +24,17 @@ struct MotionVector {
   bool operator==(const MotionVector&) const = default;
 };
 
+// A 16 x 16 block's mode (MotionField::split).
+inline constexpr std::uint8_t kWholeBlock = 0;    // one vector for its four units
+inline constexpr std::uint8_t kSplitBlock = 1;    // a vector per unit
+// No vector: the forecast is the block's DC, the rounded mean of the reference's co-located pixels,
+// so that the plane's spatial transform predicts its pixels from each other (an intra block inside
+// an inter frame, as video codecs have; chunk version 7). Its units hold their predicted vector,
+// for the predictions of the vectors after it.
+inline constexpr std::uint8_t kSpatialBlock = 2;
+
 // One plane's vectors: one per 8 x 8 unit (row-major, units_x(width) per row), and per 16 x 16
-// block whether its four units carry their own vectors (split) or share the first.
+// block its mode: whole (its four units share the first's vector), split or spatial.
 struct MotionField {
   std::uint32_t width = 0, height = 0;
   std::vector<MotionVector> units;
@@ -66,6 +75,14 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
                            std::uint32_t width, const MotionField* hint = nullptr, const ResidualBits* bits = nullptr,
                            std::uint32_t max_value = 65535, SimdPath path = simd_path());
 
+// Marks as spatial (kSpatialBlock) the blocks of `field` whose pixels less their DC cost fewer
+// estimated bits under the median transform than their residual to `forecast` (the field's
+// compensation of `reference`), the vectors they no longer carry counted; in raster order, each
+// block judged beside the residuals of the blocks before it as they were decided. Returns how many.
+std::size_t choose_spatial_blocks(MotionField& field, std::span<const std::uint16_t> plane,
+                                  std::span<const std::uint16_t> reference, std::span<const std::uint16_t> forecast,
+                                  const ResidualBits& bits);
+
 // The motion-compensated forecast of a field: `out` = reference displaced block by block.
 // `max_value`: the largest value a reference pixel may have (below 4096, 16-bit arithmetic does).
 void compensate(const MotionField& field, std::span<const std::uint16_t> reference, std::span<std::uint16_t> out,
@@ -80,8 +97,8 @@ MotionField scale_field(const MotionField& field, int num, int den);
 void append_motion_symbols(const MotionField& field, std::vector<std::uint32_t>& out);
 
 // Reads a field of the given size from symbols[pos...], advancing pos. Throws CodecError on symbols
-// that run out, a split flag above 1, or a vector out of range.
+// that run out, a block mode above 1 (above 2 with `spatial`: chunk version 7), or a vector out of range.
 MotionField read_motion_symbols(std::span<const std::uint32_t> symbols, std::size_t& pos, std::uint32_t width,
-                                std::uint32_t height);
+                                std::uint32_t height, bool spatial = true);
 
 }  // namespace tezip::codecs

@@ -30,6 +30,8 @@ struct CodingSettings {
   // Encoder only (each plane's chunk record says what it used): search block motion against the
   // previous reconstruction and use it where the estimate says it pays (codecs/block_motion.hpp).
   bool coded_motion = true;
+  // Encoder only: motion fields may mark blocks spatial (codecs::kSpatialBlock) where that pays.
+  bool spatial_blocks = true;
   // Encoder only: a predictor with choices (auto) codes every GOP whole with each choice and keeps
   // the smallest, instead of measuring two 3-frame windows (--profile max).
   bool whole_gop_trials = false;

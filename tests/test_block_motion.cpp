@@ -43,13 +43,17 @@ std::uint16_t naive_sample(const std::vector<std::uint16_t>& ref, std::uint32_t 
   return std::uint16_t(a);
 }
 
-MotionField random_field(std::uint32_t w, std::uint32_t h, std::mt19937& rng, int range = kMotionRange) {
+MotionField random_field(std::uint32_t w, std::uint32_t h, std::mt19937& rng, int range = kMotionRange, bool spatial = false) {
   MotionField f(w, h);
   std::uniform_int_distribution<int> component(-range, range);
   for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
     for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
       const bool whole_units = 2 * bx + 1 < f.units_x() && 2 * by + 1 < f.units_y();
       const bool split = whole_units && rng() % 2;
+      if (spatial && rng() % 3 == 0) {  // its units: the predicted vector, set by read_back
+        f.split[std::size_t(by) * f.blocks_x() + bx] = kSpatialBlock;
+        continue;
+      }
       f.split[std::size_t(by) * f.blocks_x() + bx] = split;
       const MotionVector shared{std::int16_t(component(rng)), std::int16_t(component(rng))};
       for (std::uint32_t uy = 2 * by; uy < std::min(2 * by + 2, f.units_y()); ++uy)
@@ -58,6 +62,13 @@ MotionField random_field(std::uint32_t w, std::uint32_t h, std::mt19937& rng, in
               split ? MotionVector{std::int16_t(component(rng)), std::int16_t(component(rng))} : shared;
     }
   return f;
+}
+
+MotionField read_back(const MotionField& f) {
+  std::vector<std::uint32_t> symbols;
+  append_motion_symbols(f, symbols);
+  std::size_t pos = 0;
+  return read_motion_symbols(symbols, pos, f.width, f.height);
 }
 
 }  // namespace
@@ -70,11 +81,21 @@ TEST_CASE("motion compensation is the displaced reference, fractions bilinear in
     auto reference = texture(w, h, w * h, max_value);
     for (std::size_t i = 0; i < reference.size(); i += 7) reference[i] = std::uint16_t(max_value);
     for (int trial = 0; trial < 4; ++trial) {
-      const MotionField field = random_field(w, h, rng);
+      const MotionField field = read_back(random_field(w, h, rng, kMotionRange, trial >= 2));
       std::vector<std::uint16_t> out(reference.size());
       compensate(field, reference, out, max_value);
       for (std::uint32_t y = 0; y < h; ++y)
         for (std::uint32_t x = 0; x < w; ++x) {
+          const std::uint32_t bx = x / 16, by = y / 16;
+          if (field.split[by * field.blocks_x() + bx] == kSpatialBlock) {
+            // The rounded mean of the reference's pixels under the block.
+            std::uint64_t sum = 0, n = 0;
+            for (std::uint32_t yy = 16 * by; yy < std::min(h, 16 * by + 16); ++yy)
+              for (std::uint32_t xx = 16 * bx; xx < std::min(w, 16 * bx + 16); ++xx, ++n) sum += reference[std::size_t(yy) * w + xx];
+            INFO(w << "x" << h << " max " << max_value << " pixel " << x << "," << y << " spatial");
+            REQUIRE(out[std::size_t(y) * w + x] == (sum + n / 2) / n);
+            continue;
+          }
           const MotionVector v = field.units[std::size_t(y / kMotionUnit) * field.units_x() + x / kMotionUnit];
           INFO(w << "x" << h << " max " << max_value << " pixel " << x << "," << y << " vector " << v.x << "," << v.y);
           REQUIRE(out[std::size_t(y) * w + x] == naive_sample(reference, w, h, int(x), int(y), v));
@@ -146,7 +167,8 @@ TEST_CASE("the motion search finds exact copies that a pattern search walks past
 TEST_CASE("motion fields survive their symbols, and damaged symbols are refused", "[motion]") {
   std::mt19937 rng(9);
   for (const auto [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {8u, 8u}, {200u, 9u}}) {
-    const MotionField field = random_field(w, h, rng);
+    // Spatial blocks' units are what the reader predicts for them: a field read back is written again the same.
+    const MotionField field = read_back(random_field(w, h, rng, kMotionRange, true));
     std::vector<std::uint32_t> symbols{7};  // a foreign symbol first: reading starts at pos
     append_motion_symbols(field, symbols);
     std::size_t pos = 1;
@@ -154,17 +176,23 @@ TEST_CASE("motion fields survive their symbols, and damaged symbols are refused"
     CHECK(pos == symbols.size());
     CHECK(back.units == field.units);
     CHECK(back.split == field.split);
+    // Before chunk version 7 a spatial block is refused.
+    if (std::count(field.split.begin(), field.split.end(), kSpatialBlock) > 0) {
+      pos = 1;
+      CHECK_THROWS_AS(read_motion_symbols(symbols, pos, w, h, false), CodecError);
+    }
 
     // Truncated.
     std::size_t p = 1;
     CHECK_THROWS_AS(read_motion_symbols(std::span(symbols).first(symbols.size() - 1), p, w, h), CodecError);
-    // A split flag that is not 0 or 1.
+    // A block mode that is not 0, 1 or 2.
     auto bad = symbols;
-    bad[1] = 2;
+    bad[1] = 3;
     p = 1;
     CHECK_THROWS_AS(read_motion_symbols(bad, p, w, h), CodecError);
     // A vector out of range (the first vector's x difference made huge).
     bad = symbols;
+    bad[1] = kWholeBlock;
     bad[2] = 2 * (kMotionRange + 1) * 2;
     p = 1;
     CHECK_THROWS_AS(read_motion_symbols(bad, p, w, h), CodecError);
@@ -212,7 +240,7 @@ TEST_CASE("coded motion pays on a panning scene and decodes bit for bit", "[moti
         const auto plain = encode_gops(*predictor, shape, gops, without);
         INFO("with motion " << coded[0].bytes.size() << " bytes, without " << plain[0].bytes.size());
         CHECK(coded[0].bytes.size() * 10 < plain[0].bytes.size() * 8);
-        CHECK(coded[0].bytes[0] == 6);  // chunk version 6 (coded motion since 4)
+        CHECK(coded[0].bytes[0] == 7);  // chunk version 7 (coded motion since 4, spatial blocks since 7)
 
         const std::span<const std::uint8_t> chunks[] = {coded[0].bytes};
         const std::size_t counts[] = {frames.size()};
@@ -263,7 +291,7 @@ TEST_CASE("the motion search and compensation give the same results on every ker
           REQUIRE(a.vector_bits == b.vector_bits);
         }
         for (int trial = 0; trial < 4; ++trial) {
-          const MotionField field = random_field(w, h, rng);
+          const MotionField field = read_back(random_field(w, h, rng, kMotionRange, trial % 2 == 1));
           std::vector<std::uint16_t> p(reference.size()), q(reference.size());
           compensate(field, reference, p, max_value, SimdPath::portable);
           compensate(field, reference, q, max_value, path);
@@ -271,4 +299,71 @@ TEST_CASE("the motion search and compensation give the same results on every ker
         }
       }
     }
+}
+
+TEST_CASE("spatial blocks take what no vector matches, and decode bit for bit", "[motion][gop]") {
+  // Noisy texture that drifts by a pixel a frame, and in each frame horizontal ramps that were nowhere
+  // in the frame before (an object appearing, the hand-held camera's blur): the median transform
+  // predicts a ramp from its own pixels, no displacement of the previous frame does.
+  const std::uint32_t w = 96, h = 64;
+  const auto world = texture(w + 40, h + 20, 21);
+  std::mt19937 rng(22);
+  auto frame_at = [&](int t, std::uint32_t channels) {
+    std::vector<std::uint16_t> f(std::size_t(channels) * w * h);
+    for (std::uint32_t c = 0; c < channels; ++c)
+      for (std::uint32_t y = 0; y < h; ++y)
+        for (std::uint32_t x = 0; x < w; ++x) {
+          int v = world[(y + t) * (w + 40) + x + 2 * t] - 20 * int(c) + int(rng() % 3) - 1;  // fresh sensor noise
+          const std::uint32_t bx = x / 16, by = y / 16;
+          if ((bx + 2 * by + std::uint32_t(t)) % 5 == 0 && t > 0)  // a ramp block, new in this frame
+            v = int(40 + 3 * (x % 16) * (1 + t % 3) + 7 * t + 10 * c);
+          f[(std::size_t(c) * h + y) * w + x] = std::uint16_t(std::clamp(v, 0, 255));
+        }
+    return f;
+  };
+  // The decision alone: the ramps are marked, the drifting texture is not.
+  const auto reference = frame_at(1, 1), plane = frame_at(2, 1);
+  const auto bits = ResidualBits::uniform(255, 0);
+  MotionSearch found = search_motion(plane, reference, w, nullptr, &bits, 255);
+  std::vector<std::uint16_t> forecast(plane.size());
+  compensate(found.field, reference, forecast, 255);
+  MotionField field = found.field;
+  const std::size_t marked = choose_spatial_blocks(field, plane, reference, forecast, bits);
+  CHECK(marked > 0);
+  for (std::uint32_t by = 0; by < field.blocks_y(); ++by)
+    for (std::uint32_t bx = 0; bx < field.blocks_x(); ++bx) {
+      INFO("block " << bx << "," << by);
+      if ((bx + 2 * by + 2) % 5 == 0) CHECK(field.split[by * field.blocks_x() + bx] == kSpatialBlock);
+      else if ((bx + 2 * by + 1) % 5 != 0) CHECK(field.split[by * field.blocks_x() + bx] != kSpatialBlock);
+    }
+  // Whole GOPs, gray and colour, lossless and abs 2: bit for bit, within the bound.
+  for (const std::uint32_t channels : {1u, 3u}) {
+    const FrameShape shape{w, h, channels, 255};
+    GopFrames frames;
+    for (int t = 0; t < 6; ++t) {
+      const auto f = frame_at(t, channels);
+      frames.emplace_back(f.begin(), f.end());
+    }
+    const auto predictor = make_classical_predictor("previous");
+    for (const codecs::ErrorBound bound : {codecs::ErrorBound{}, codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0}}) {
+      INFO(channels << " channels, " << codecs::describe(bound));
+      CodingSettings settings;
+      settings.bound = bound;
+      const GopFrames* gops[] = {&frames};
+      const auto coded = encode_gops(*predictor, shape, gops, settings);
+      const std::span<const std::uint8_t> chunks[] = {coded[0].bytes};
+      const std::size_t counts[] = {frames.size()};
+      const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
+      REQUIRE(decoded[0] == coded[0].reconstruction);
+      for (std::size_t t = 0; t < frames.size(); ++t)
+        for (std::size_t i = 0; i < frames[t].size(); ++i)
+          REQUIRE(std::abs(int(decoded[0][t][i]) - int(frames[t][i])) <= int(bound.abs));
+      // The chunk holds spatial blocks: read as version 6, which has none, it is refused.
+      REQUIRE(coded[0].bytes[0] == 7);
+      auto as_v6 = coded[0].bytes;
+      as_v6[0] = 6;
+      const std::span<const std::uint8_t> old[] = {as_v6};
+      CHECK_THROWS_WITH(decode_gops(*predictor, shape, old, counts, settings), Catch::Contains("bad motion block mode"));
+    }
+  }
 }

@@ -55,7 +55,7 @@ GopFrames colour_scene(const GopFrames& gray, ValueOf value_of) {
   return frames;
 }
 
-// Where a colour chunk's header (version 6: version, quantizer, predictor choice, frame count, then
+// Where a colour chunk's header (version 6 and 7: version, quantizer, predictor choice, frame count, then
 // per frame its channel plan and per plane tolerance, mode, runs) holds each frame's plan byte and
 // each plane's mode byte.
 struct ColourHeader {
@@ -64,7 +64,7 @@ struct ColourHeader {
 };
 ColourHeader read_colour_header(std::span<const std::uint8_t> chunk) {
   ByteReader in(chunk, "chunk");
-  REQUIRE(in.u8() == 6);
+  REQUIRE(in.u8() == 7);
   in.u8();  // quantizer
   in.u8();  // predictor choice
   ColourHeader h;
