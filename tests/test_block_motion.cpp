@@ -64,6 +64,19 @@ MotionField random_field(std::uint32_t w, std::uint32_t h, std::mt19937& rng, in
   return f;
 }
 
+// Decodes one coded GOP: the encoder's reconstruction bit for bit, every pixel within the bound.
+std::vector<GopFrames> decode_within_bound(const Predictor& predictor, const FrameShape& shape, const GopFrames& frames,
+                                           const EncodedGop& coded, const CodingSettings& settings) {
+  const std::span<const std::uint8_t> chunks[] = {coded.bytes};
+  const std::size_t counts[] = {frames.size()};
+  auto decoded = decode_gops(predictor, shape, chunks, counts, settings);
+  REQUIRE(decoded[0] == coded.reconstruction);
+  for (std::size_t t = 0; t < frames.size(); ++t)
+    for (std::size_t i = 0; i < frames[t].size(); ++i)
+      REQUIRE(std::abs(int(decoded[0][t][i]) - int(frames[t][i])) <= int(settings.bound.abs));
+  return decoded;
+}
+
 MotionField read_back(const MotionField& f) {
   std::vector<std::uint32_t> symbols;
   append_motion_symbols(f, symbols);
@@ -242,13 +255,8 @@ TEST_CASE("coded motion pays on a panning scene and decodes bit for bit", "[moti
         CHECK(coded[0].bytes.size() * 10 < plain[0].bytes.size() * 8);
         CHECK(coded[0].bytes[0] == 7);  // chunk version 7 (coded motion since 4, spatial blocks since 7)
 
-        const std::span<const std::uint8_t> chunks[] = {coded[0].bytes};
         const std::size_t counts[] = {frames.size()};
-        const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
-        REQUIRE(decoded[0] == coded[0].reconstruction);
-        for (std::size_t t = 0; t < frames.size(); ++t)
-          for (std::size_t i = 0; i < frames[t].size(); ++i)
-            REQUIRE(std::abs(int(decoded[0][t][i]) - int(frames[t][i])) <= int(bound.abs));
+        const auto decoded = decode_within_bound(*predictor, shape, frames, coded[0], settings);
 
         // Damage in the motion stream (the chunk's last blob) is an error, never a wrong frame.
         auto damaged = coded[0].bytes;
@@ -351,13 +359,8 @@ TEST_CASE("spatial blocks take what no vector matches, and decode bit for bit", 
       settings.bound = bound;
       const GopFrames* gops[] = {&frames};
       const auto coded = encode_gops(*predictor, shape, gops, settings);
-      const std::span<const std::uint8_t> chunks[] = {coded[0].bytes};
+      decode_within_bound(*predictor, shape, frames, coded[0], settings);
       const std::size_t counts[] = {frames.size()};
-      const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
-      REQUIRE(decoded[0] == coded[0].reconstruction);
-      for (std::size_t t = 0; t < frames.size(); ++t)
-        for (std::size_t i = 0; i < frames[t].size(); ++i)
-          REQUIRE(std::abs(int(decoded[0][t][i]) - int(frames[t][i])) <= int(bound.abs));
       // The chunk holds spatial blocks: read as version 6, which has none, it is refused.
       REQUIRE(coded[0].bytes[0] == 7);
       auto as_v6 = coded[0].bytes;
