@@ -125,6 +125,7 @@ namespace {
 class CostEstimate {
  public:
   void add(std::int32_t v) { ++histogram_[std::bit_width(zigzag(v))]; }
+  void add_count(std::size_t bucket, std::uint64_t count) { histogram_[bucket] += count; }
   void merge(const CostEstimate& other) {
     for (std::size_t b = 0; b < std::size(histogram_); ++b) histogram_[b] += other.histogram_[b];
   }
@@ -143,6 +144,96 @@ class CostEstimate {
  private:
   std::uint64_t histogram_[33] = {};
 };
+
+// The three transforms' residuals of element x > 0 of a row below the first: as it is, against
+// its left neighbour, against the median of its left, upper and upper-left neighbours.
+struct Residuals {
+  std::int32_t none, left, median;
+};
+inline Residuals residuals(const std::int32_t* row, const std::int32_t* up, std::size_t x) {
+  return {row[x], wrap_sub(row[x], row[x - 1]), wrap_sub(row[x], med_clamped(row[x - 1], up[x], up[x - 1]))};
+}
+
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+// choose_transform's histograms of columns [1, width) of the sampled rows below the first, eight
+// columns a vector. A value's bucket (its zigzagged bit length) from the exponent of its float
+// conversion (exact below 2^24; larger values shifted right by 8 first, 8 added back), counted in
+// byte counters: bucket b adds 1 << 8 (b mod 8) to the 64-bit accumulator of its octave (a shift
+// of 64 or more gives 0 in the others), flushed before a byte could overflow. Buckets 24 and up
+// (values of 2^23 and beyond) are counted one by one. The same counts as the portable loop.
+class HistogramAvx2 {
+ public:
+  explicit HistogramAvx2(CostEstimate (&cost)[3]) : cost_(cost) {}
+  [[gnu::target("avx2")]] void row(const std::int32_t* row, const std::int32_t* up, std::size_t width) {
+    std::size_t x = 1;
+    for (; x + 8 <= width; x += 8) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x));
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x - 1));
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x));
+      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x - 1));
+      // med_clamped: a + b - c where c lies between a and b (no wrap there), else the smaller or
+      // the larger of a and b.
+      const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
+      __m256i m = _mm256_sub_epi32(_mm256_add_epi32(a, b), c);
+      m = _mm256_blendv_epi8(m, lo, _mm256_cmpgt_epi32(c, hi));
+      m = _mm256_blendv_epi8(m, hi, _mm256_cmpgt_epi32(lo, c));
+      count(0, v, row, up, x);
+      count(1, _mm256_sub_epi32(v, a), row, up, x);
+      count(2, _mm256_sub_epi32(v, m), row, up, x);
+      if (++steps_ == kFlushSteps) flush();
+    }
+    for (; x < width; ++x) {
+      const Residuals r = residuals(row, up, x);
+      cost_[0].add(r.none);
+      cost_[1].add(r.left);
+      cost_[2].add(r.median);
+    }
+  }
+  [[gnu::target("avx2")]] void flush() {
+    for (int t = 0; t < 3; ++t)
+      for (int octave = 0; octave < kOctaves; ++octave) {
+        alignas(32) std::uint64_t lanes[4];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc_[t][octave]);
+        acc_[t][octave] = _mm256_setzero_si256();
+        for (const std::uint64_t lane : lanes)
+          for (int k = 0; k < 8; ++k) cost_[t].add_count(8 * octave + k, (lane >> (8 * k)) & 0xff);
+      }
+    steps_ = 0;
+  }
+
+ private:
+  static constexpr int kOctaves = 3;         // buckets 0-23 in byte counters
+  static constexpr int kFlushSteps = 127;    // each step adds at most 2 to a byte counter
+  [[gnu::target("avx2")]] void count(int t, __m256i v, const std::int32_t* row, const std::int32_t* up, std::size_t x) {
+    const __m256i z = _mm256_xor_si256(_mm256_slli_epi32(v, 1), _mm256_srai_epi32(v, 31));
+    const __m256i large = _mm256_cmpgt_epi32(_mm256_srli_epi32(z, 24), _mm256_setzero_si256());
+    const __m256i exact = _mm256_blendv_epi8(z, _mm256_srli_epi32(z, 8), large);
+    const __m256i exponent = _mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(exact)), 23);
+    __m256i bucket = _mm256_max_epi32(_mm256_sub_epi32(exponent, _mm256_set1_epi32(126)), _mm256_setzero_si256());
+    bucket = _mm256_add_epi32(bucket, _mm256_and_si256(large, _mm256_set1_epi32(8)));
+    if (const int rare = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(bucket, _mm256_set1_epi32(23))))) {
+      for (int k = 0; k < 8; ++k)
+        if (rare & (1 << k)) {
+          const Residuals r = residuals(row, up, x + std::size_t(k));
+          cost_[t].add(t == 0 ? r.none : t == 1 ? r.left : r.median);
+        }
+    }
+    const __m256i shift = _mm256_slli_epi32(bucket, 3);
+    const __m256i low = _mm256_cvtepu32_epi64(_mm256_castsi256_si128(shift));
+    const __m256i high = _mm256_cvtepu32_epi64(_mm256_extracti128_si256(shift, 1));
+    const __m256i one = _mm256_set1_epi64x(1);
+    for (int octave = 0; octave < kOctaves; ++octave) {
+      const __m256i base = _mm256_set1_epi64x(64 * octave);
+      const __m256i l = _mm256_sllv_epi64(one, _mm256_sub_epi64(low, base));
+      const __m256i h = _mm256_sllv_epi64(one, _mm256_sub_epi64(high, base));
+      acc_[t][octave] = _mm256_add_epi64(acc_[t][octave], _mm256_add_epi64(l, h));
+    }
+  }
+  CostEstimate (&cost_)[3];
+  __m256i acc_[3][kOctaves] = {};
+  int steps_ = 0;
+};
+#endif
 
 }  // namespace
 
@@ -164,7 +255,7 @@ std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t wid
   return cost.bits();
 }
 
-TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width) {
+TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width, SimdPath path) {
   check_width(plane.size(), width);
   const std::size_t height = plane.size() / width;
   const std::size_t row_step = cost_sample_step(height);
@@ -176,16 +267,37 @@ TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_
     cost[1][parity].add(wrap_sub(v, left));
     cost[2][parity].add(wrap_sub(v, median));
   };
-  for (std::size_t y = 0; y < height; y += row_step) {
-    const std::int32_t* row = plane.data() + y * width;
-    if (y == 0) {
-      add(0, row[0], 0, 0);
-      for (std::size_t x = 1; x < width; ++x) add(int(x & 1), row[x], row[x - 1], row[x - 1]);
-      continue;
+  if (height == 0) return {PlaneTransform::None, 0};
+  const std::int32_t* first = plane.data();
+  add(0, first[0], 0, 0);
+  for (std::size_t x = 1; x < width; ++x) add(int(x & 1), first[x], first[x - 1], first[x - 1]);
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+  if (path >= SimdPath::avx2) {
+    CostEstimate vector[3];
+    HistogramAvx2 histogram(vector);
+    for (std::size_t y = row_step; y < height; y += row_step) {
+      const std::int32_t* row = plane.data() + y * width;
+      add(0, row[0], row[-std::ptrdiff_t(width)], row[-std::ptrdiff_t(width)]);
+      histogram.row(row, row - width, width);
     }
-    const std::int32_t* up = row - width;
-    add(0, row[0], up[0], up[0]);
-    for (std::size_t x = 1; x < width; ++x) add(int(x & 1), row[x], row[x - 1], med_clamped(row[x - 1], up[x], up[x - 1]));
+    histogram.flush();
+    for (int t = 0; t < 3; ++t) cost[t][1].merge(vector[t]);
+  } else
+#else
+  (void)path;
+#endif
+  {
+    for (std::size_t y = row_step; y < height; y += row_step) {
+      const std::int32_t* row = plane.data() + y * width;
+      const std::int32_t* up = row - width;
+      add(0, row[0], up[0], up[0]);
+      for (std::size_t x = 1; x < width; ++x) {
+        const Residuals r = residuals(row, up, x);
+        cost[0][x & 1].add(r.none);
+        cost[1][x & 1].add(r.left);
+        cost[2][x & 1].add(r.median);
+      }
+    }
   }
   for (auto& c : cost) c[0].merge(c[1]);
   // Ties keep the simpler transform.

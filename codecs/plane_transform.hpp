@@ -25,13 +25,15 @@ void inverse_transform(PlaneTransform transform, std::span<std::int32_t> plane, 
 void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> plane, std::size_t width,
                             std::size_t y_begin, std::size_t y_end, SimdPath path = simd_path());
 
-// The transform that leaves the fewest estimated bits (sum of bit lengths of the zigzagged values,
-// over a sample of rows), and that estimate.
+// The transform that leaves the fewest estimated bits over a sample of rows (an order-0 coder's:
+// the entropy of the zigzagged values' bit lengths plus the bits below each leading one), and
+// that estimate.
 struct TransformChoice {
   PlaneTransform transform = PlaneTransform::None;
   std::uint64_t cost = 0;
 };
-TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width);
+// `path`: the histograms' AVX2 kernel or the portable loop; the same counts either way.
+TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width, SimdPath path = simd_path());
 // The same estimate for a plane coded as it is.
 std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t width);
 // The rows those estimates sample: every cost_sample_step(height)-th, from row 0.
