@@ -155,56 +155,26 @@ inline Residuals residuals(const std::int32_t* row, const std::int32_t* up, std:
 }
 
 #ifdef TEZIP_HAVE_AVX2_WAVEFRONT
-// choose_transform's histograms of columns [1, width) of the sampled rows below the first, eight
-// columns a vector. A value's bucket (its zigzagged bit length) from the exponent of its float
-// conversion (exact below 2^24; larger values shifted right by 8 first, 8 added back), counted in
-// byte counters: bucket b adds 1 << 8 (b mod 8) to the 64-bit accumulator of its octave (a shift
-// of 64 or more gives 0 in the others), flushed before a byte could overflow. Buckets 24 and up
-// (values of 2^23 and beyond) are counted one by one. The same counts as the portable loop.
-class HistogramAvx2 {
+// A CostEstimate's histogram, eight values a vector. A value's bucket (its zigzagged bit length)
+// from the exponent of its float conversion (exact below 2^24; larger values shifted right by 8
+// first, 8 added back), counted in byte counters: bucket b adds 1 << 8 (b mod 8) to the 64-bit
+// accumulator of its octave (a shift of 64 or more gives 0 in the others), flushed before a byte
+// could overflow. Buckets 24 and up (values of 2^23 and beyond) are counted one by one. The same
+// counts as CostEstimate::add, without its chains of increments to one counter.
+class BucketCounterAvx2 {
  public:
-  explicit HistogramAvx2(CostEstimate (&cost)[3]) : cost_(cost) {}
-  [[gnu::target("avx2")]] void row(const std::int32_t* row, const std::int32_t* up, std::size_t width) {
-    std::size_t x = 1;
-    for (; x + 8 <= width; x += 8) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x));
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x - 1));
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x));
-      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x - 1));
-      // med_clamped: a + b - c where c lies between a and b (no wrap there), else the smaller or
-      // the larger of a and b.
-      const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
-      __m256i m = _mm256_sub_epi32(_mm256_add_epi32(a, b), c);
-      m = _mm256_blendv_epi8(m, lo, _mm256_cmpgt_epi32(c, hi));
-      m = _mm256_blendv_epi8(m, hi, _mm256_cmpgt_epi32(lo, c));
-      count(0, v, row, up, x);
-      count(1, _mm256_sub_epi32(v, a), row, up, x);
-      count(2, _mm256_sub_epi32(v, m), row, up, x);
-      if (++steps_ == kFlushSteps) flush();
-    }
-    for (; x < width; ++x) {
-      const Residuals r = residuals(row, up, x);
-      cost_[0].add(r.none);
-      cost_[1].add(r.left);
-      cost_[2].add(r.median);
-    }
-  }
-  [[gnu::target("avx2")]] void flush() {
-    for (int t = 0; t < 3; ++t)
-      for (int octave = 0; octave < kOctaves; ++octave) {
-        alignas(32) std::uint64_t lanes[4];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc_[t][octave]);
-        acc_[t][octave] = _mm256_setzero_si256();
-        for (const std::uint64_t lane : lanes)
-          for (int k = 0; k < 8; ++k) cost_[t].add_count(8 * octave + k, (lane >> (8 * k)) & 0xff);
-      }
-    steps_ = 0;
-  }
+  explicit BucketCounterAvx2(CostEstimate& cost) : cost_(cost) {}
+  BucketCounterAvx2(const BucketCounterAvx2&) = delete;
+  BucketCounterAvx2& operator=(const BucketCounterAvx2&) = delete;
+  ~BucketCounterAvx2() { flush(); }
 
- private:
-  static constexpr int kOctaves = 3;         // buckets 0-23 in byte counters
-  static constexpr int kFlushSteps = 127;    // each step adds at most 2 to a byte counter
-  [[gnu::target("avx2")]] void count(int t, __m256i v, const std::int32_t* row, const std::int32_t* up, std::size_t x) {
+  // Values [0, n): whole vectors, then one by one.
+  [[gnu::target("avx2")]] void add(const std::int32_t* values, std::size_t n) {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) add(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + i)));
+    for (; i < n; ++i) cost_.add(values[i]);
+  }
+  [[gnu::target("avx2")]] void add(__m256i v) {
     const __m256i z = _mm256_xor_si256(_mm256_slli_epi32(v, 1), _mm256_srai_epi32(v, 31));
     const __m256i large = _mm256_cmpgt_epi32(_mm256_srli_epi32(z, 24), _mm256_setzero_si256());
     const __m256i exact = _mm256_blendv_epi8(z, _mm256_srli_epi32(z, 8), large);
@@ -212,11 +182,10 @@ class HistogramAvx2 {
     __m256i bucket = _mm256_max_epi32(_mm256_sub_epi32(exponent, _mm256_set1_epi32(126)), _mm256_setzero_si256());
     bucket = _mm256_add_epi32(bucket, _mm256_and_si256(large, _mm256_set1_epi32(8)));
     if (const int rare = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(bucket, _mm256_set1_epi32(23))))) {
+      alignas(32) std::int32_t lanes[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), v);
       for (int k = 0; k < 8; ++k)
-        if (rare & (1 << k)) {
-          const Residuals r = residuals(row, up, x + std::size_t(k));
-          cost_[t].add(t == 0 ? r.none : t == 1 ? r.left : r.median);
-        }
+        if (rare & (1 << k)) cost_.add(lanes[k]);
     }
     const __m256i shift = _mm256_slli_epi32(bucket, 3);
     const __m256i low = _mm256_cvtepu32_epi64(_mm256_castsi256_si128(shift));
@@ -226,13 +195,55 @@ class HistogramAvx2 {
       const __m256i base = _mm256_set1_epi64x(64 * octave);
       const __m256i l = _mm256_sllv_epi64(one, _mm256_sub_epi64(low, base));
       const __m256i h = _mm256_sllv_epi64(one, _mm256_sub_epi64(high, base));
-      acc_[t][octave] = _mm256_add_epi64(acc_[t][octave], _mm256_add_epi64(l, h));
+      acc_[octave] = _mm256_add_epi64(acc_[octave], _mm256_add_epi64(l, h));
     }
+    if (++steps_ == kFlushSteps) flush();
   }
-  CostEstimate (&cost_)[3];
-  __m256i acc_[3][kOctaves] = {};
+  [[gnu::target("avx2")]] void flush() {
+    for (int octave = 0; octave < kOctaves; ++octave) {
+      alignas(32) std::uint64_t lanes[4];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc_[octave]);
+      acc_[octave] = _mm256_setzero_si256();
+      for (const std::uint64_t lane : lanes)
+        for (int k = 0; k < 8; ++k) cost_.add_count(8 * octave + k, (lane >> (8 * k)) & 0xff);
+    }
+    steps_ = 0;
+  }
+
+ private:
+  static constexpr int kOctaves = 3;       // buckets 0-23 in byte counters
+  static constexpr int kFlushSteps = 127;  // each step adds at most 2 to a byte counter
+  CostEstimate& cost_;
+  __m256i acc_[kOctaves] = {};
   int steps_ = 0;
 };
+
+// choose_transform's three histograms over columns [1, width) of a sampled row below the first.
+[[gnu::target("avx2")]] void transform_histograms_avx2(const std::int32_t* row, const std::int32_t* up, std::size_t width,
+                                                       BucketCounterAvx2 (&counters)[3], CostEstimate (&cost)[3]) {
+  std::size_t x = 1;
+  for (; x + 8 <= width; x += 8) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x));
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x - 1));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x - 1));
+    // med_clamped: a + b - c where c lies between a and b (no wrap there), else the smaller or
+    // the larger of a and b.
+    const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
+    __m256i m = _mm256_sub_epi32(_mm256_add_epi32(a, b), c);
+    m = _mm256_blendv_epi8(m, lo, _mm256_cmpgt_epi32(c, hi));
+    m = _mm256_blendv_epi8(m, hi, _mm256_cmpgt_epi32(lo, c));
+    counters[0].add(v);
+    counters[1].add(_mm256_sub_epi32(v, a));
+    counters[2].add(_mm256_sub_epi32(v, m));
+  }
+  for (; x < width; ++x) {
+    const Residuals r = residuals(row, up, x);
+    cost[0].add(r.none);
+    cost[1].add(r.left);
+    cost[2].add(r.median);
+  }
+}
 #endif
 
 }  // namespace
@@ -240,18 +251,34 @@ class HistogramAvx2 {
 // Every fourth row is a fair sample of a plane's statistics at a quarter of the cost.
 std::size_t cost_sample_step(std::size_t height) { return height >= 16 ? 4 : 1; }
 
-std::uint64_t estimate_cost_rows(std::span<const std::int32_t> sampled) {
+namespace {
+
+// Counts values [0, n) into `cost`: the AVX2 counter or one by one, the same counts.
+void count_values(const std::int32_t* values, std::size_t n, CostEstimate& cost, SimdPath path) {
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+  if (path >= SimdPath::avx2) {
+    BucketCounterAvx2(cost).add(values, n);
+    return;
+  }
+#else
+  (void)path;
+#endif
+  for (std::size_t i = 0; i < n; ++i) cost.add(values[i]);
+}
+
+}  // namespace
+
+std::uint64_t estimate_cost_rows(std::span<const std::int32_t> sampled, SimdPath path) {
   CostEstimate cost;
-  for (const std::int32_t v : sampled) cost.add(v);
+  count_values(sampled.data(), sampled.size(), cost, path);
   return cost.bits();
 }
 
-std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t width) {
+std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t width, SimdPath path) {
   check_width(plane.size(), width);
   const std::size_t height = plane.size() / width;
   CostEstimate cost;
-  for (std::size_t y = 0; y < height; y += cost_sample_step(height))
-    for (std::size_t i = y * width; i < (y + 1) * width; ++i) cost.add(plane[i]);
+  for (std::size_t y = 0; y < height; y += cost_sample_step(height)) count_values(plane.data() + y * width, width, cost, path);
   return cost.bits();
 }
 
@@ -274,13 +301,14 @@ TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_
 #ifdef TEZIP_HAVE_AVX2_WAVEFRONT
   if (path >= SimdPath::avx2) {
     CostEstimate vector[3];
-    HistogramAvx2 histogram(vector);
-    for (std::size_t y = row_step; y < height; y += row_step) {
-      const std::int32_t* row = plane.data() + y * width;
-      add(0, row[0], row[-std::ptrdiff_t(width)], row[-std::ptrdiff_t(width)]);
-      histogram.row(row, row - width, width);
-    }
-    histogram.flush();
+    {
+      BucketCounterAvx2 counters[3] = {BucketCounterAvx2(vector[0]), BucketCounterAvx2(vector[1]), BucketCounterAvx2(vector[2])};
+      for (std::size_t y = row_step; y < height; y += row_step) {
+        const std::int32_t* row = plane.data() + y * width;
+        add(0, row[0], row[-std::ptrdiff_t(width)], row[-std::ptrdiff_t(width)]);
+        transform_histograms_avx2(row, row - width, width, counters, vector);
+      }
+    }  // the counters flush
     for (int t = 0; t < 3; ++t) cost[t][1].merge(vector[t]);
   } else
 #else

@@ -35,11 +35,11 @@ struct TransformChoice {
 // `path`: the histograms' AVX2 kernel or the portable loop; the same counts either way.
 TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width, SimdPath path = simd_path());
 // The same estimate for a plane coded as it is.
-std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t width);
+std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t width, SimdPath path = simd_path());
 // The rows those estimates sample: every cost_sample_step(height)-th, from row 0.
 std::size_t cost_sample_step(std::size_t height);
 // The estimate over values that are already a sample (every value counts).
-std::uint64_t estimate_cost_rows(std::span<const std::int32_t> sampled);
+std::uint64_t estimate_cost_rows(std::span<const std::int32_t> sampled, SimdPath path = simd_path());
 
 inline std::uint32_t zigzag(std::int32_t v) { return (std::uint32_t(v) << 1) ^ std::uint32_t(v >> 31); }
 inline std::int32_t unzigzag(std::uint32_t u) { return std::int32_t(u >> 1) ^ -std::int32_t(u & 1); }

@@ -134,7 +134,7 @@ TEST_CASE("the median inverse gives the portable path's values on every SIMD pat
   }
 }
 
-TEST_CASE("choose_transform's estimate is each transform's residual estimate, on every SIMD path", "[codecs][transform][simd]") {
+TEST_CASE("choose_transform's estimate is each transform's residual estimate, and the estimates agree on every SIMD path", "[codecs][transform][simd]") {
   // The reference: each transform's residuals by forward_transform (med(), not the clamped form),
   // estimated by estimate_cost over the same sampled rows; the cheapest wins, ties the simpler.
   // Planes wide enough that the vector kernel flushes its byte counters inside a row (all zeros:
@@ -167,6 +167,9 @@ TEST_CASE("choose_transform's estimate is each transform's residual estimate, on
           const TransformChoice got = choose_transform(plane, width, path);
           CHECK(got.transform == expected.transform);
           CHECK(got.cost == expected.cost);
+          // The one-stream estimates count with the same kernel.
+          CHECK(estimate_cost(plane, width, path) == estimate_cost(plane, width, SimdPath::portable));
+          CHECK(estimate_cost_rows(plane, path) == estimate_cost_rows(plane, SimdPath::portable));
         }
       }
     }
