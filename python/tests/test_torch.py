@@ -99,6 +99,31 @@ class ClipDatasetTest(unittest.TestCase):
                     reference = got
                 self.assertEqual(got, reference, "fork and spawn deliver the same order")
 
+    def test_default_threads_share_the_cpus(self):
+        import tezip.torch as tt
+        cpus = len(os.sched_getaffinity(0))
+        saved = os.environ.pop("LOCAL_WORLD_SIZE", None)
+        try:
+            self.assertEqual(tt.default_threads(), cpus)
+            self.assertEqual(tt.default_threads(2), max(1, cpus // 2))
+            self.assertEqual(tt.default_threads(4 * cpus), 1, "at least one thread")
+            os.environ["LOCAL_WORLD_SIZE"] = "2"
+            self.assertEqual(tt.default_threads(1), max(1, cpus // 2), "torchrun's processes on the node share them")
+            os.environ["LOCAL_WORLD_SIZE"] = "not a number"
+            self.assertEqual(tt.default_threads(1), cpus)
+        finally:
+            os.environ.pop("LOCAL_WORLD_SIZE", None)
+            if saved is not None:
+                os.environ["LOCAL_WORLD_SIZE"] = saved
+        # The default (threads=None) in the main process and in workers delivers the whole epoch,
+        # the same order as one thread.
+        for workers in (0, 2):
+            with self.subTest(workers=workers):
+                ds = dataset(self.path, threads=None)
+                got = keys(loader(ds, batch_size=3, num_workers=workers))
+                self.check_epoch(got, ds)
+                self.assertEqual(got, keys(loader(dataset(self.path, threads=1), batch_size=3, num_workers=workers)))
+
     def test_len_matches_delivery(self):
         for workers in (0, 1, 3):
             with self.subTest(workers=workers):

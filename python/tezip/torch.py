@@ -27,6 +27,7 @@ the same dataset options, world size and num_workers.
 import ctypes
 import multiprocessing
 import multiprocessing.context
+import os
 
 import numpy as np
 import torch
@@ -43,6 +44,20 @@ _MAX_WORKERS = 256
 _EPOCH, _PASS, _RESUME_PASS, _RESUME_EPOCH, _RESUME_NEXT, _RESUME_POSITIONS = range(6)
 # Options that fix which samples a stream delivers, and in which order (threads and prefetch do not).
 _ORDER_OPTIONS = ("clip_len", "stride", "seed", "shuffle_buffer", "exchange", "balance")
+
+
+def default_threads(workers=1):
+    """Decoding threads per stream when none are given: this process's CPUs shared among the node's
+    training processes (LOCAL_WORLD_SIZE, set by torchrun) and `workers` DataLoader workers."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    try:
+        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        local = 1
+    return max(1, cpus // (local * max(1, workers)))
 
 
 class _SharedInts:
@@ -109,10 +124,13 @@ class ClipDataset(IterableDataset):
     With return_index=True, yields (clip, sequence, start).
     rank/world_size: this process's place among the training processes (both or neither; default:
     torch.distributed's, else 0 of 1). num_workers: the DataLoader's (ClipDataLoader sets it).
+    threads: decoding threads of each stream; None (default) shares this process's CPUs (its
+    affinity) among the training processes of the node (torchrun's LOCAL_WORLD_SIZE) and the
+    DataLoader workers, at least 1 each, so that workers do not oversubscribe the cores.
     """
 
     def __init__(self, path, clip_len=1, stride=1, seed=0, shuffle_buffer=256, exchange=1.0,
-                 threads=2, prefetch=8, balance="repeat", dtype=None, channels_first=True,
+                 threads=None, prefetch=8, balance="repeat", dtype=None, channels_first=True,
                  return_index=False, rank=None, world_size=None, num_workers=None):
         super().__init__()
         if (rank is None) != (world_size is None):
@@ -186,7 +204,10 @@ class ClipDataset(IterableDataset):
 
     def _stream_options(self, worker, workers, epoch):
         rank, world = self.placement()
-        return dict(rank=rank * workers + worker, world_size=world * workers, epoch=epoch, **self.options)
+        options = dict(rank=rank * workers + worker, world_size=world * workers, epoch=epoch, **self.options)
+        if options["threads"] is None:
+            options["threads"] = default_threads(workers)
+        return options
 
     def samples_per_worker(self, epoch=None):
         """Samples each DataLoader worker delivers in an epoch (the same for all of them)."""
