@@ -16,7 +16,7 @@ def main():
     path = sys.argv[1]
     epochs = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     clip_len = 4
-    dataset = ClipDataset(path, clip_len=clip_len, stride=clip_len, shuffle_buffer=64, threads=2,
+    dataset = ClipDataset(path, clip_len=clip_len, stride=clip_len, shuffle_buffer=64,
                           dtype=torch.float32)  # clips (T, C, H, W) in [0, 1]
     loader = ClipDataLoader(dataset, batch_size=16, num_workers=2, persistent_workers=True)
     probe = next(iter(dataset))
