@@ -538,17 +538,17 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   const std::size_t models_per_set = left_classes ? kLeftClasses : 1;
   if (!left_classes)
     for (auto& k : index) k = static_cast<std::uint16_t>(k % kTableSize);
-  // Per set, its classes' tables one after the other, as `index` counts them.
-  struct SetTables {
-    std::vector<std::uint32_t> freq, cumul;
-    std::vector<std::uint64_t> reciprocals;
+  // Per set, its classes' tables one after the other, as `index` counts them: each symbol's
+  // frequency, cumulative frequency and reciprocal in one entry (one cache line a step, not three).
+  struct EncodeEntry {
+    std::uint64_t reciprocal;
+    std::uint32_t freq, cumul;
   };
-  std::vector<SetTables> set_tables(models.size() / models_per_set);
+  std::vector<std::vector<EncodeEntry>> set_tables(models.size() / models_per_set);
   for (std::size_t k = 0; k < models.size(); ++k) {
-    SetTables& t = set_tables[k / models_per_set];
-    t.freq.insert(t.freq.end(), models[k].freq.begin(), models[k].freq.end());
-    t.cumul.insert(t.cumul.end(), models[k].cumul.begin(), models[k].cumul.end());
-    t.reciprocals.insert(t.reciprocals.end(), models[k].reciprocals.begin(), models[k].reciprocals.end());
+    std::vector<EncodeEntry>& t = set_tables[k / models_per_set];
+    for (std::size_t j = 0; j < models[k].freq.size(); ++j)
+      t.push_back({models[k].reciprocals[j], models[k].freq[j], models[k].cumul[j]});
   }
 
   std::vector<BitWriter> extras(lanes);
@@ -568,10 +568,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   std::array<std::vector<std::uint16_t>, kMaxGroups> words;
   for (auto& w : words) w.reserve(n / (2 * lanes) + 64);
   for (std::size_t segment = segments; segment-- > 0;) {
-    const SetTables& tables = set_tables[set_of[segment]];
-    const std::uint32_t* freq = tables.freq.data();
-    const std::uint32_t* cumul = tables.cumul.data();
-    const std::uint64_t* reciprocals = tables.reciprocals.data();
+    const EncodeEntry* table = set_tables[set_of[segment]].data();
     const std::size_t first = segment * segment_rows;
     const Stripes stripes(lanes, std::min(segment_rows, rows - first));
     for (std::size_t r = stripes.longest; r-- > 0;) {
@@ -581,8 +578,8 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
       for (std::size_t x = width; x-- > 0;)
         for (std::size_t l = stripes.lanes; l-- > 0;) {
           if (row[l] == nullptr) continue;
-          const std::size_t k = row[l][x];
-          encode_step(state[l], freq[k], reciprocals[k], cumul[k], words[l / kGroup]);
+          const EncodeEntry& e = table[row[l][x]];
+          encode_step(state[l], e.freq, e.reciprocal, e.cumul, words[l / kGroup]);
         }
     }
   }
