@@ -300,10 +300,42 @@ std::size_t striped_rans_lanes(std::size_t rows, std::size_t row_width) {
   return 1;
 }
 
+#ifdef TEZIP_HAVE_AVX2_KERNEL
+namespace {
+
+// Sixteen tokens from p, widened to 16 bits.
+[[gnu::target("avx2")]] inline __m256i bytes(const std::uint8_t* p) {
+  return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// The encoder's activity classes of columns [2, x) of a row, sixteen a vector, x the value
+// returned (the rest, and the row's edges, the portable way): the sums of the six neighbours'
+// tokens (eight with `up2`), as row_contexts adds them, in 16-bit lanes, and the class as the
+// number of thresholds at or below the sum, which is what class_table stores.
+[[gnu::target("avx2")]] std::size_t interior_classes_avx2(const std::uint8_t* t, const std::uint8_t* up, const std::uint8_t* up2,
+                                                         std::uint16_t* k, std::size_t width) {
+  static_assert(kActivityRange < 32768, "activity sums fit signed 16-bit lanes");
+  std::size_t x = 2;
+  for (; x + 16 + 1 <= width; x += 16) {  // up[x + 16] is the last byte read
+    __m256i a = _mm256_add_epi16(bytes(t + x - 1), bytes(up + x));
+    a = _mm256_add_epi16(a, a);
+    a = _mm256_add_epi16(a, _mm256_add_epi16(bytes(up + x - 1), bytes(up + x + 1)));
+    if (up2 != nullptr) a = _mm256_add_epi16(a, _mm256_add_epi16(bytes(t + x - 2), bytes(up2 + x)));
+    __m256i c = _mm256_setzero_si256();
+    for (const std::uint32_t threshold : kHalfOctaveThresholds)
+      c = _mm256_sub_epi16(c, _mm256_cmpgt_epi16(a, _mm256_set1_epi16(static_cast<std::int16_t>(threshold - 1))));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(k + x), c);
+  }
+  return x;
+}
+
+}  // namespace
+#endif
+
 std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
                                               std::size_t segment_rows, std::uint64_t alphabet_size,
                                               StripedContext context, std::size_t segment_period,
-                                              bool allow_left_classes) {
+                                              bool allow_left_classes, SimdPath path) {
   if (row_width == 0 || ranks.size() % row_width != 0) {
     throw std::invalid_argument("encode_striped_rans: the symbols are not whole rows");
   }
@@ -330,11 +362,15 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
       for (std::size_t x = edge; x < width; ++x) k[x] = at(x);
       return;
     }
+    std::size_t x = 2;
+#ifdef TEZIP_HAVE_AVX2_KERNEL
+    if (path >= SimdPath::avx2) x = interior_classes_avx2(t, up, wide ? up2 : nullptr, k, width);
+#endif
     if (wide) {
-      for (std::size_t x = 2; x + 1 < width; ++x)
+      for (; x + 1 < width; ++x)
         k[x] = classes[2u * t[x - 1] + 2u * up[x] + up[x - 1] + up[x + 1] + t[x - 2] + up2[x]];
     } else {
-      for (std::size_t x = 2; x + 1 < width; ++x) k[x] = classes[2u * t[x - 1] + 2u * up[x] + up[x - 1] + up[x + 1]];
+      for (; x + 1 < width; ++x) k[x] = classes[2u * t[x - 1] + 2u * up[x] + up[x - 1] + up[x + 1]];
     }
     k[width - 1] = at(width - 1);
   };

@@ -29,10 +29,12 @@ enum class StripedContext { six, eight, measured };
 // stores them where they make the stream smaller (colour planes; a gray stream has one set).
 // `allow_left_classes`: the encoder may also split each context by the class of the left token
 // (zero, odd, even), where its estimate, the three times larger tables counted, is smaller.
+// `path`: the activity classes' AVX2 kernel or the portable loop; the same stream either way.
 std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
                                               std::size_t segment_rows, std::uint64_t alphabet_size,
                                               StripedContext context = StripedContext::measured,
-                                              std::size_t segment_period = 1, bool allow_left_classes = true);
+                                              std::size_t segment_period = 1, bool allow_left_classes = true,
+                                              SimdPath path = simd_path());
 
 // Decodes a stream of `count` ranks (or, with `symbol_of_rank`, their symbols) segment by segment,
 // through the kernels of `path` (simd_supported(path) must hold). Throws CodecError on anything the
