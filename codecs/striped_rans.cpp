@@ -510,17 +510,33 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   // the activity does not see; neighbouring residuals of noise through a spatial transform have
   // opposite signs). Counted per segment, for each left class apart.
   const std::size_t segments = (rows + segment_rows - 1) / segment_rows;
+  // Two histograms, even and odd columns, summed per segment: consecutive increments of one
+  // count no longer wait on each other (a segment is a plane: its counts fit 32 bits).
   std::vector<std::uint64_t> segment_counts(segments * kLeftClasses * kTableSize, 0);
+  std::vector<std::uint32_t> halves(2 * kLeftClasses * kTableSize, 0);
   for (std::size_t segment = 0; segment < segments; ++segment) {
     std::uint64_t* c = segment_counts.data() + segment * kLeftClasses * kTableSize;
+    std::uint32_t* even = halves.data();
+    std::uint32_t* odd = halves.data() + kLeftClasses * kTableSize;
     for (std::size_t row = segment * segment_rows; row < std::min(rows, (segment + 1) * segment_rows); ++row) {
       std::uint32_t left = 0;
-      for (std::size_t i = row * width; i < (row + 1) * width; ++i) {
-        index[i] = static_cast<std::uint16_t>((left_class(left) * kMaxContexts + index[i]) * kMaxTokens + tokens[i]);
-        ++c[index[i]];
-        left = tokens[i];
+      std::uint16_t* k = index.data() + row * width;
+      const std::uint8_t* t = tokens.data() + row * width;
+      std::size_t x = 0;
+      for (; x + 2 <= width; x += 2) {
+        k[x] = static_cast<std::uint16_t>((left_class(left) * kMaxContexts + k[x]) * kMaxTokens + t[x]);
+        k[x + 1] = static_cast<std::uint16_t>((left_class(t[x]) * kMaxContexts + k[x + 1]) * kMaxTokens + t[x + 1]);
+        ++even[k[x]];
+        ++odd[k[x + 1]];
+        left = t[x + 1];
+      }
+      if (x < width) {
+        k[x] = static_cast<std::uint16_t>((left_class(left) * kMaxContexts + k[x]) * kMaxTokens + t[x]);
+        ++even[k[x]];
       }
     }
+    for (std::size_t j = 0; j < kLeftClasses * kTableSize; ++j) c[j] = std::uint64_t{even[j]} + odd[j];
+    std::fill(halves.begin(), halves.end(), 0);
   }
   // Table sets: one, or one per class of segment where the segments' statistics differ more than
   // the extra tables cost. The candidates follow the planes' structure (segment_period channels):
