@@ -550,7 +550,7 @@ ResidualBits ResidualBits::uniform(std::uint32_t max_value, std::uint32_t tolera
 
 MotionField::MotionField(std::uint32_t w, std::uint32_t h) : width(w), height(h) {
   units.assign(std::size_t(units_x()) * units_y(), MotionVector{});
-  split.assign(std::size_t(blocks_x()) * blocks_y(), 0);
+  modes.assign(std::size_t(blocks_x()) * blocks_y(), 0);
 }
 
 namespace {
@@ -640,7 +640,7 @@ PassResult search_pass(std::span<const std::uint16_t> plane, std::span<const std
         }
       }
       if (full && whole.best_sad() > 0 && split_cost < whole_cost) {
-        f.split[std::size_t(by) * f.blocks_x() + bx] = 1;
+        f.modes[std::size_t(by) * f.blocks_x() + bx] = 1;
         for (std::uint32_t q = 0; q < 4; ++q) {
           f.units[std::size_t(uy + q / 2) * f.units_x() + ux + q % 2] = quarter[q];
           tally(quarter_sad[q], quarter[q], unit_rect(f, ux + q % 2, uy + q / 2, 1));
@@ -718,15 +718,7 @@ std::size_t choose_spatial_blocks(MotionField& f, std::span<const std::uint16_t>
       const std::int32_t* row = w.data() + y * width;
       const std::int32_t* up = row - width;
       for (std::uint32_t x = r.x; x < r.x + r.w; ++x) {
-        std::int64_t p = 0;
-        if (y == 0) {
-          p = x > 0 ? row[x - 1] : 0;
-        } else if (x == 0) {
-          p = up[0];
-        } else {
-          const std::int64_t a = row[x - 1], b = up[x], c = up[x - 1];
-          p = c >= std::max(a, b) ? std::min(a, b) : c <= std::min(a, b) ? std::max(a, b) : a + b - c;
-        }
+        const std::int64_t p = y == 0 ? (x > 0 ? row[x - 1] : 0) : x == 0 ? up[0] : med_clamped(row[x - 1], up[x], up[x - 1]);
         sum += bits[std::clamp<std::int64_t>(row[x] - p, -reach, reach)];
       }
     }
@@ -736,7 +728,7 @@ std::size_t choose_spatial_blocks(MotionField& f, std::span<const std::uint16_t>
   std::array<std::int32_t, kBlock * kBlock> kept;
   for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
     for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
-      std::uint8_t& mode = f.split[std::size_t(by) * f.blocks_x() + bx];
+      std::uint8_t& mode = f.modes[std::size_t(by) * f.blocks_x() + bx];
       const std::uint32_t ux = 2 * bx, uy = 2 * by;
       const Rect r = unit_rect(f, ux, uy, 2);
       // What the block's vectors cost, as append_motion_symbols will predict them.
@@ -773,7 +765,7 @@ void compensate(const MotionField& f, std::span<const std::uint16_t> reference, 
     throw CodecError("motion field and plane sizes differ");
   for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
     for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
-      const std::uint8_t mode = f.split[std::size_t(by) * f.blocks_x() + bx];
+      const std::uint8_t mode = f.modes[std::size_t(by) * f.blocks_x() + bx];
       if (mode == kSpatialBlock) {
         const Rect r = unit_rect(f, 2 * bx, 2 * by, 2);
         const std::uint16_t dc = block_dc(reference, f.width, r);
@@ -811,7 +803,7 @@ void append_motion_symbols(const MotionField& field, std::vector<std::uint32_t>&
   MotionField f = field;
   for (std::uint32_t by = 0; by < f.blocks_y(); ++by)
     for (std::uint32_t bx = 0; bx < f.blocks_x(); ++bx) {
-      const std::uint8_t mode = f.split[std::size_t(by) * f.blocks_x() + bx];
+      const std::uint8_t mode = f.modes[std::size_t(by) * f.blocks_x() + bx];
       out.push_back(mode);
       if (mode == kSpatialBlock) {
         set_units(f, 2 * bx, 2 * by, 2, predict_vector(f, 2 * bx, 2 * by, 2));
@@ -842,7 +834,7 @@ MotionField read_motion_symbols(std::span<const std::uint32_t> symbols, std::siz
       const bool split = flag == kSplitBlock;
       if (split && (2 * bx + 1 >= f.units_x() || 2 * by + 1 >= f.units_y()))
         throw CodecError("split motion block at the plane's edge");
-      f.split[std::size_t(by) * f.blocks_x() + bx] = std::uint8_t(flag);
+      f.modes[std::size_t(by) * f.blocks_x() + bx] = std::uint8_t(flag);
       if (flag == kSpatialBlock) {
         set_units(f, 2 * bx, 2 * by, 2, predict_vector(f, 2 * bx, 2 * by, 2));
         continue;

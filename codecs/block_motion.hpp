@@ -24,7 +24,7 @@ struct MotionVector {
   bool operator==(const MotionVector&) const = default;
 };
 
-// A 16 x 16 block's mode (MotionField::split).
+// A 16 x 16 block's mode (MotionField::modes).
 inline constexpr std::uint8_t kWholeBlock = 0;    // one vector for its four units
 inline constexpr std::uint8_t kSplitBlock = 1;    // a vector per unit
 // No vector: the forecast is the block's DC, the rounded mean of the reference's co-located pixels,
@@ -38,7 +38,7 @@ inline constexpr std::uint8_t kSpatialBlock = 2;
 struct MotionField {
   std::uint32_t width = 0, height = 0;
   std::vector<MotionVector> units;
-  std::vector<std::uint8_t> split;  // per 16 x 16 block, row-major
+  std::vector<std::uint8_t> modes;  // per 16 x 16 block, row-major: kWholeBlock, kSplitBlock, kSpatialBlock
   MotionField() = default;
   MotionField(std::uint32_t width, std::uint32_t height);
   std::uint32_t units_x() const { return (width + kMotionUnit - 1) / kMotionUnit; }

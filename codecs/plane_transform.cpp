@@ -26,14 +26,6 @@ inline std::int32_t med(std::int32_t a, std::int32_t b, std::int32_t c) {
   return wrap_sub(wrap_add(a, b), c);
 }
 
-// med() as a clamp: in 64 bits a + b - c cannot wrap, and clamped to [min, max] it is med()'s value
-// for every input (c >= max gives at most min, c <= min at least max); the decoder's and the cost
-// estimate's form (fewer branches than med()'s three-way test).
-inline std::int32_t med_clamped(std::int32_t a, std::int32_t b, std::int32_t c) {
-  const std::int64_t lo = std::min(a, b), hi = std::max(a, b);
-  return std::int32_t(std::clamp(std::int64_t(a) + b - c, lo, hi));
-}
-
 // Prediction of element i from already known elements of `p` (original values on both sides).
 inline std::int32_t predict(PlaneTransform t, const std::int32_t* p, std::size_t i, std::size_t x, std::size_t width) {
   if (i == 0) return 0;

@@ -1,4 +1,5 @@
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -40,6 +41,16 @@ std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t wid
 std::size_t cost_sample_step(std::size_t height);
 // The estimate over values that are already a sample (every value counts).
 std::uint64_t estimate_cost_rows(std::span<const std::int32_t> sampled, SimdPath path = simd_path());
+
+// The median transform's prediction of a value from its left (a), upper (b) and upper-left (c)
+// neighbours, LOCO-I's median edge detector, as a clamp: in 64 bits a + b - c cannot wrap, and
+// clamped to [min(a, b), max(a, b)] it is the median predictor's value for every input (c at or
+// above the larger gives the smaller, at or below the smaller the larger). The decoder's, the cost
+// estimates' and the spatial-block decision's form (fewer branches than the three-way test).
+inline std::int32_t med_clamped(std::int32_t a, std::int32_t b, std::int32_t c) {
+  const std::int64_t lo = std::min(a, b), hi = std::max(a, b);
+  return std::int32_t(std::clamp(std::int64_t(a) + b - c, lo, hi));
+}
 
 inline std::uint32_t zigzag(std::int32_t v) { return (std::uint32_t(v) << 1) ^ std::uint32_t(v >> 31); }
 inline std::int32_t unzigzag(std::uint32_t u) { return std::int32_t(u >> 1) ^ -std::int32_t(u & 1); }

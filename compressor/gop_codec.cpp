@@ -577,7 +577,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       EncodeMemo::Hasher h;
       h.add(plane).add(near_plane).value(shape.width).value(shape.max_value).value(uniform ? tolerance0 : UINT32_MAX);
       h.value(hint.width).value(hint.height).add(std::span<const codecs::MotionVector>(hint.units));
-      h.add(std::span<const std::uint8_t>(hint.split));
+      h.add(std::span<const std::uint8_t>(hint.modes));
       key = h.key();
       known = memo->search(key);
     }
@@ -997,7 +997,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     if (version >= 4) {
       // A field takes one split flag per 16 x 16 block and at most 4 vectors of 2 components, and
       // in a bidirectional GOP one bi-prediction flag.
-      const std::uint64_t blocks = codecs::MotionField(shape.width, shape.height).split.size();
+      const std::uint64_t blocks = codecs::MotionField(shape.width, shape.height).modes.size();
       s.motion.resize(in.varint(motion_planes * (blocks * 9 + 1), "motion symbol count"));
       codecs::decode_symbols(in.blob(), 0, s.motion);
     }

@@ -51,10 +51,10 @@ MotionField random_field(std::uint32_t w, std::uint32_t h, std::mt19937& rng, in
       const bool whole_units = 2 * bx + 1 < f.units_x() && 2 * by + 1 < f.units_y();
       const bool split = whole_units && rng() % 2;
       if (spatial && rng() % 3 == 0) {  // its units: the predicted vector, set by read_back
-        f.split[std::size_t(by) * f.blocks_x() + bx] = kSpatialBlock;
+        f.modes[std::size_t(by) * f.blocks_x() + bx] = kSpatialBlock;
         continue;
       }
-      f.split[std::size_t(by) * f.blocks_x() + bx] = split;
+      f.modes[std::size_t(by) * f.blocks_x() + bx] = split;
       const MotionVector shared{std::int16_t(component(rng)), std::int16_t(component(rng))};
       for (std::uint32_t uy = 2 * by; uy < std::min(2 * by + 2, f.units_y()); ++uy)
         for (std::uint32_t ux = 2 * bx; ux < std::min(2 * bx + 2, f.units_x()); ++ux)
@@ -100,7 +100,7 @@ TEST_CASE("motion compensation is the displaced reference, fractions bilinear in
       for (std::uint32_t y = 0; y < h; ++y)
         for (std::uint32_t x = 0; x < w; ++x) {
           const std::uint32_t bx = x / 16, by = y / 16;
-          if (field.split[by * field.blocks_x() + bx] == kSpatialBlock) {
+          if (field.modes[by * field.blocks_x() + bx] == kSpatialBlock) {
             // The rounded mean of the reference's pixels under the block.
             std::uint64_t sum = 0, n = 0;
             for (std::uint32_t yy = 16 * by; yy < std::min(h, 16 * by + 16); ++yy)
@@ -188,9 +188,9 @@ TEST_CASE("motion fields survive their symbols, and damaged symbols are refused"
     const MotionField back = read_motion_symbols(symbols, pos, w, h);
     CHECK(pos == symbols.size());
     CHECK(back.units == field.units);
-    CHECK(back.split == field.split);
+    CHECK(back.modes == field.modes);
     // Before chunk version 7 a spatial block is refused.
-    if (std::count(field.split.begin(), field.split.end(), kSpatialBlock) > 0) {
+    if (std::count(field.modes.begin(), field.modes.end(), kSpatialBlock) > 0) {
       pos = 1;
       CHECK_THROWS_AS(read_motion_symbols(symbols, pos, w, h, false), CodecError);
     }
@@ -294,7 +294,7 @@ TEST_CASE("the motion search and compensation give the same results on every ker
           const auto a = search_motion(plane, reference, w, nullptr, table, max_value, SimdPath::portable);
           const auto b = search_motion(plane, reference, w, nullptr, table, max_value, path);
           REQUIRE(a.field.units == b.field.units);
-          REQUIRE(a.field.split == b.field.split);
+          REQUIRE(a.field.modes == b.field.modes);
           REQUIRE(a.sad == b.sad);
           REQUIRE(a.vector_bits == b.vector_bits);
         }
@@ -341,8 +341,8 @@ TEST_CASE("spatial blocks take what no vector matches, and decode bit for bit", 
   for (std::uint32_t by = 0; by < field.blocks_y(); ++by)
     for (std::uint32_t bx = 0; bx < field.blocks_x(); ++bx) {
       INFO("block " << bx << "," << by);
-      if ((bx + 2 * by + 2) % 5 == 0) CHECK(field.split[by * field.blocks_x() + bx] == kSpatialBlock);
-      else if ((bx + 2 * by + 1) % 5 != 0) CHECK(field.split[by * field.blocks_x() + bx] != kSpatialBlock);
+      if ((bx + 2 * by + 2) % 5 == 0) CHECK(field.modes[by * field.blocks_x() + bx] == kSpatialBlock);
+      else if ((bx + 2 * by + 1) % 5 != 0) CHECK(field.modes[by * field.blocks_x() + bx] != kSpatialBlock);
     }
   // Whole GOPs, gray and colour, lossless and abs 2: bit for bit, within the bound.
   for (const std::uint32_t channels : {1u, 3u}) {
