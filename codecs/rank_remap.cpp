@@ -15,6 +15,9 @@ namespace {
 // beyond that a sort keeps memory proportional to the input rather than to the largest value.
 constexpr std::uint64_t kDenseLimit = std::uint64_t{1} << 20;
 
+// Alphabets up to this size are counted in four histograms at once (rank_remap).
+constexpr std::size_t kSplitHistogramLimit = std::size_t{1} << 16;
+
 // Tables shorter than this are never worth a zstd frame (its header alone is ~10 bytes).
 constexpr std::size_t kMinTableForZstd = 48;
 constexpr int kTableZstdLevel = 9;
@@ -95,7 +98,19 @@ RankRemap rank_remap(std::vector<std::uint32_t> symbols) {
 
   if (max_symbol < std::max<std::uint64_t>(kDenseLimit, 2 * std::uint64_t{values.size()})) {
     std::vector<std::uint32_t> histogram(std::size_t{max_symbol} + 1, 0);
-    for (std::uint32_t s : values) ++histogram[s];
+    if (histogram.size() <= kSplitHistogramLimit) {
+      // Four histograms, summed: a residual stream is mostly one or two symbols, and increments of
+      // one count would wait on each other.
+      std::vector<std::uint32_t> parts(3 * histogram.size(), 0);
+      std::uint32_t* h[4] = {histogram.data(), parts.data(), parts.data() + histogram.size(), parts.data() + 2 * histogram.size()};
+      std::size_t i = 0;
+      for (; i + 4 <= values.size(); i += 4)
+        for (std::size_t k = 0; k < 4; ++k) ++h[k][values[i + k]];
+      for (; i < values.size(); ++i) ++histogram[values[i]];
+      for (std::size_t s = 0; s < histogram.size(); ++s) histogram[s] += h[1][s] + h[2][s] + h[3][s];
+    } else {
+      for (std::uint32_t s : values) ++histogram[s];
+    }
     std::vector<SymbolCount> counts;
     for (std::size_t s = 0; s < histogram.size(); ++s) {
       if (histogram[s] != 0) counts.push_back({static_cast<std::uint32_t>(s), histogram[s]});

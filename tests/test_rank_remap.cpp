@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -96,5 +97,26 @@ TEST_CASE("rank table decoding rejects malformed tables", "[codecs]") {
     bytes[1] = 7;
     std::size_t pos = 0;
     REQUIRE_THROWS_AS(read_rank_table(bytes, pos, 1000), CodecError);
+  }
+}
+
+TEST_CASE("rank remap counts alike on every alphabet: small (four histograms), large dense and sparse", "[codecs]") {
+  // The reference: counts in a map, ranked by count (descending), ties by symbol.
+  std::mt19937 rng(31);
+  for (const std::uint32_t spread : {3u, 300u, 70000u, 0x40000000u}) {
+    for (const std::size_t n : {1u, 5u, 4099u, 100003u}) {
+      INFO("spread " << spread << ", " << n << " symbols");
+      std::vector<std::uint32_t> symbols(n);
+      for (auto& s : symbols) s = rng() % 3 == 0 ? std::uint32_t(rng() % spread) : std::uint32_t(rng() % 3);
+      std::map<std::uint32_t, std::uint64_t> counts;
+      for (const auto s : symbols) ++counts[s];
+      std::vector<std::pair<std::uint32_t, std::uint64_t>> order(counts.begin(), counts.end());
+      std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+      std::vector<std::uint32_t> expected_table;
+      for (const auto& [symbol, count] : order) expected_table.push_back(symbol);
+      const RankRemap remap = rank_remap(symbols);
+      REQUIRE(remap.rank_to_symbol == expected_table);
+      for (std::size_t i = 0; i < n; ++i) REQUIRE(remap.rank_to_symbol[remap.ranks[i]] == symbols[i]);
+    }
   }
 }
