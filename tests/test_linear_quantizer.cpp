@@ -5,6 +5,7 @@
 #include "codecs/codec_error.hpp"
 #include "codecs/error_bound.hpp"
 #include "codecs/linear_quantizer.hpp"
+#include "codecs/plane_transform.hpp"
 
 using namespace tezip::codecs;
 
@@ -281,6 +282,28 @@ TEST_CASE("dequantize_plane_intra refuses a lossless pixel out of range inside a
         INFO("path " << simd_name(path) << " at " << at << " push " << push);
         LiteralCursor cursor(literals);
         CHECK_THROWS_AS(dequantize_plane_intra(bad, width, bound, out, cursor, path), tezip::codecs::CodecError);
+      }
+    }
+  }
+}
+
+TEST_CASE("lossless intra quantization is the median transform of the plane, its reconstruction the plane", "[codecs][quantizer]") {
+  // The lossless path computes every residual from the original pixels at once; the median
+  // transform (codecs/plane_transform) is the independent reference. 8 and 16 bits, edge shapes.
+  std::mt19937 rng(41);
+  for (const std::size_t width : {1u, 2u, 9u, 40u}) {
+    for (const std::size_t height : {1u, 2u, 7u}) {
+      for (const std::uint32_t max_value : {255u, 65535u}) {
+        std::vector<std::uint16_t> plane(width * height);
+        for (auto& v : plane) v = std::uint16_t(rng() % 4 == 0 ? (rng() % 2) * max_value : rng() % (max_value + 1));
+        std::vector<std::int32_t> as_int(plane.begin(), plane.end()), expected(plane.size()), symbols(plane.size());
+        tezip::codecs::forward_transform(tezip::codecs::PlaneTransform::Median, as_int, width, expected);
+        std::vector<std::uint16_t> recon(plane.size()), literals;
+        quantize_plane_intra(plane, width, PlaneBound{0, 0, max_value}, symbols, recon, literals);
+        INFO("width " << width << " height " << height << " max " << max_value);
+        CHECK(symbols == expected);
+        CHECK(recon == plane);
+        CHECK(literals.empty());
       }
     }
   }
