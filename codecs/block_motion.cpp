@@ -539,7 +539,9 @@ constexpr std::array<int, 1> kQuarterStep{1};
 ResidualBits ResidualBits::uniform(std::uint32_t max_value, std::uint32_t tolerance) {
   ResidualBits table;
   table.offset = std::int32_t(max_value);
-  table.bits.resize(2 * std::size_t(max_value) + 1);
+  // Three zero bytes beyond the last entry: choose_spatial_blocks' AVX2 sum reads four bytes at an
+  // entry.
+  table.bits.resize(2 * std::size_t(max_value) + 1 + 3);
   const std::int64_t width = 2 * std::int64_t(tolerance) + 1;
   for (std::int64_t r = -std::int64_t(max_value); r <= std::int64_t(max_value); ++r) {
     const std::int64_t q = r >= 0 ? (r + tolerance) / width : -((-r + tolerance) / width);
@@ -699,9 +701,46 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
   return result;
 }
 
+#ifdef TEZIP_HAVE_AVX2_MOTION
+namespace {
+
+// choose_spatial_blocks' estimate over columns [x0, x1) of a row below the first, x0 >= 1: the
+// median forecast (a + b - c where c lies between a and b, else the smaller or the larger: the
+// residuals are differences of 16-bit pixels, so nothing wraps) and the clamped residual's bits
+// eight columns a vector, each gathered as the low byte of the four at its entry (`bits` points at
+// entry 0 of a table with three bytes beyond its last entry); the rest one by one.
+[[gnu::target("avx2")]] std::uint64_t median_bits_row_avx2(const std::int32_t* row, const std::int32_t* up, std::uint32_t x0,
+                                                         std::uint32_t x1, const std::uint8_t* bits, std::int32_t reach) {
+  __m256i acc = _mm256_setzero_si256();
+  const __m256i low = _mm256_set1_epi32(-reach), high = _mm256_set1_epi32(reach), byte = _mm256_set1_epi32(0xff);
+  std::uint32_t x = x0;
+  for (; x + 8 <= x1; x += 8) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x));
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x - 1));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x - 1));
+    const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
+    __m256i m = _mm256_sub_epi32(_mm256_add_epi32(a, b), c);
+    m = _mm256_blendv_epi8(m, lo, _mm256_cmpgt_epi32(c, hi));
+    m = _mm256_blendv_epi8(m, hi, _mm256_cmpgt_epi32(lo, c));
+    const __m256i d = _mm256_min_epi32(_mm256_max_epi32(_mm256_sub_epi32(v, m), low), high);
+    const __m256i g = _mm256_i32gather_epi32(reinterpret_cast<const int*>(bits), d, 1);
+    acc = _mm256_add_epi32(acc, _mm256_and_si256(g, byte));
+  }
+  alignas(32) std::uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
+  std::uint64_t sum = 0;
+  for (const std::uint32_t lane : lanes) sum += lane;
+  for (; x < x1; ++x) sum += bits[std::clamp<std::int64_t>(row[x] - med_clamped(row[x - 1], up[x], up[x - 1]), -reach, reach)];
+  return sum;
+}
+
+}  // namespace
+#endif
+
 std::size_t choose_spatial_blocks(MotionField& f, std::span<const std::uint16_t> plane,
                                   std::span<const std::uint16_t> reference, std::span<const std::uint16_t> forecast,
-                                  const ResidualBits& table) {
+                                  const ResidualBits& table, SimdPath path) {
   const std::size_t size = std::size_t(f.width) * f.height;
   if (plane.size() != size || reference.size() != size || forecast.size() != size || table.bits.empty()) return 0;
   // The residual plane as decided so far: the forecast's residual, x - DC in the spatial blocks.
@@ -710,6 +749,11 @@ std::size_t choose_spatial_blocks(MotionField& f, std::span<const std::uint16_t>
   const std::int32_t reach = table.offset;
   const std::uint8_t* bits = table.bits.data() + reach;
   const std::size_t width = f.width;
+#ifdef TEZIP_HAVE_AVX2_MOTION
+  const bool simd = path >= SimdPath::avx2 && table.bits.size() >= 2 * std::size_t(reach) + 4;
+#else
+  (void)path;
+#endif
   // The estimated bits of the block's values under the median transform (forward_transform's
   // edges: the first row from the left, the first column from above).
   auto median_bits = [&](const Rect& r) {
@@ -717,6 +761,14 @@ std::size_t choose_spatial_blocks(MotionField& f, std::span<const std::uint16_t>
     for (std::uint32_t y = r.y; y < r.y + r.h; ++y) {
       const std::int32_t* row = w.data() + y * width;
       const std::int32_t* up = row - width;
+#ifdef TEZIP_HAVE_AVX2_MOTION
+      if (simd && y > 0) {
+        std::uint32_t x0 = r.x;
+        if (x0 == 0) sum += bits[std::clamp<std::int64_t>(row[0] - up[0], -reach, reach)], x0 = 1;
+        sum += median_bits_row_avx2(row, up, x0, r.x + r.w, bits, reach);
+        continue;
+      }
+#endif
       for (std::uint32_t x = r.x; x < r.x + r.w; ++x) {
         const std::int64_t p = y == 0 ? (x > 0 ? row[x - 1] : 0) : x == 0 ? up[0] : med_clamped(row[x - 1], up[x], up[x - 1]);
         sum += bits[std::clamp<std::int64_t>(row[x] - p, -reach, reach)];

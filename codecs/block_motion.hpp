@@ -79,9 +79,11 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
 // estimated bits under the median transform than their residual to `forecast` (the field's
 // compensation of `reference`), the vectors they no longer carry counted; in raster order, each
 // block judged beside the residuals of the blocks before it as they were decided. Returns how many.
+// `path`: the estimate's AVX2 kernel (where the table has ResidualBits::uniform's three bytes of
+// padding) or the portable loop; the same decisions either way.
 std::size_t choose_spatial_blocks(MotionField& field, std::span<const std::uint16_t> plane,
                                   std::span<const std::uint16_t> reference, std::span<const std::uint16_t> forecast,
-                                  const ResidualBits& bits);
+                                  const ResidualBits& bits, SimdPath path = simd_path());
 
 // The motion-compensated forecast of a field: `out` = reference displaced block by block.
 // `max_value`: the largest value a reference pixel may have (below 4096, 16-bit arithmetic does).

@@ -370,3 +370,46 @@ TEST_CASE("spatial blocks take what no vector matches, and decode bit for bit", 
     }
   }
 }
+
+TEST_CASE("spatial blocks are chosen alike on every SIMD path", "[motion][simd]") {
+  // The estimate's AVX2 sum against the portable loop: drifting texture with ramp blocks (some
+  // taken, some not), planes whose width leaves partial blocks, 8 and 16 bits, lossless and a
+  // tolerance; fields from the search, so that the residuals are the ones the encoder sees.
+  std::size_t configurations_with_spatial_blocks = 0;
+  for (const std::uint32_t max_value : {255u, 65535u}) {
+    for (const std::uint32_t tolerance : {0u, 2u}) {
+      for (const auto [w, h] : {std::pair{96u, 64u}, std::pair{70u, 45u}}) {
+        std::mt19937 rng(max_value + tolerance + w);
+        const auto world = texture(w + 40, h + 20, 23);
+        auto frame_at = [&](int t) {
+          std::vector<std::uint16_t> f(std::size_t(w) * h);
+          for (std::uint32_t y = 0; y < h; ++y)
+            for (std::uint32_t x = 0; x < w; ++x) {
+              int v = world[(y + t) * (w + 40) + x + 2 * t] + int(rng() % 5) - 2;
+              if ((x / 16 + 3 * (y / 16) + std::uint32_t(t)) % 4 == 0) v = int(30 + 5 * (x % 16) + 2 * (y % 16) + 9 * t);
+              v = std::clamp(v, 0, 255);
+              if (max_value > 255) v = v * 257 + int(rng() % 64);
+              f[std::size_t(y) * w + x] = std::uint16_t(std::min(v, int(max_value)));
+            }
+          return f;
+        };
+        const auto reference = frame_at(1), plane = frame_at(2);
+        const auto bits = ResidualBits::uniform(max_value, tolerance);
+        const MotionSearch found = search_motion(plane, reference, w, nullptr, &bits, max_value);
+        std::vector<std::uint16_t> forecast(plane.size());
+        compensate(found.field, reference, forecast, max_value);
+        MotionField portable = found.field;
+        const std::size_t marked = choose_spatial_blocks(portable, plane, reference, forecast, bits, SimdPath::portable);
+        configurations_with_spatial_blocks += marked > 0;
+        for (const SimdPath path : supported_simd_paths()) {
+          INFO("max " << max_value << " tolerance " << tolerance << " width " << w << " path " << simd_name(path));
+          MotionField field = found.field;
+          CHECK(choose_spatial_blocks(field, plane, reference, forecast, bits, path) == marked);
+          CHECK(field.modes == portable.modes);
+          CHECK(field.units == portable.units);
+        }
+      }
+    }
+  }
+  CHECK(configurations_with_spatial_blocks >= 4);  // the comparison covers blocks taken, not only refused
+}
