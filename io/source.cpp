@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
 
 #include "format/errors.hpp"
 #include "format/file_format.hpp"
@@ -69,17 +70,30 @@ Geometry geometry_of(const RasterImage& m, const std::string& file) {
   return g;
 }
 
+// Interleaved samples to planes, C channels (a constant, so that no sample costs a division).
+template <std::size_t C, class T>
+void deinterleave(const T* p, std::size_t plane, std::uint16_t* out) {
+  for (std::size_t j = 0; j < plane; ++j)
+    for (std::size_t k = 0; k < C; ++k) out[k * plane + j] = p[j * C + k];
+}
+
 // Interleaved image to planar uint16, keeping the codec's channel order (B, G, R).
 Pixels to_planar(const RasterImage& m, const Geometry& g) {
   Pixels out(g.pixel_count());
   const std::size_t plane = g.plane_size();
-  const std::size_t c = g.channels, n = plane * c;
+  auto convert = [&](const auto* p) {
+    if (g.channels == 3) {
+      deinterleave<3>(p, plane, out.data());
+    } else if (g.channels == 1) {
+      deinterleave<1>(p, plane, out.data());
+    } else {
+      throw std::logic_error("to_planar: 1 or 3 channels (geometry_of checks)");
+    }
+  };
   if (g.type == PixelType::U8) {
-    const std::uint8_t* p = m.samples.data();
-    for (std::size_t i = 0; i < n; ++i) out[(i % c) * plane + i / c] = p[i];
+    convert(m.samples.data());
   } else {
-    const auto* p = reinterpret_cast<const std::uint16_t*>(m.samples.data());
-    for (std::size_t i = 0; i < n; ++i) out[(i % c) * plane + i / c] = p[i];
+    convert(reinterpret_cast<const std::uint16_t*>(m.samples.data()));
   }
   return out;
 }
