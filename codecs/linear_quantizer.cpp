@@ -406,12 +406,23 @@ std::vector<std::int32_t> sample_intra_symbols(std::span<const std::uint16_t> pl
   out.reserve((height + step - 1) / step * width);
   const bool uniform = bound.pointwise_rel <= 0 && UniformBins::exact(bound.tolerance);
   const UniformBins bins(uniform ? bound.tolerance : 0);
-  for (std::size_t y = 0; y < height; y += step)
-    for (std::size_t x = 0, i = y * width; x < width; ++x, ++i) {
-      const std::int32_t f = std::int32_t(intra_forecast(plane, i, x, width));
-      const std::int32_t r = std::int32_t(plane[i]) - f;
+  // Each sampled row's forecasts first (intra_forecast's cases hoisted out of the row: a loop
+  // without branches), then its bins.
+  std::vector<std::int32_t> forecast(width);
+  for (std::size_t y = 0; y < height; y += step) {
+    const std::uint16_t* row = plane.data() + y * width;
+    forecast[0] = y == 0 ? 0 : row[-std::ptrdiff_t(width)];
+    if (y == 0) {
+      for (std::size_t x = 1; x < width; ++x) forecast[x] = row[x - 1];
+    } else {
+      const std::uint16_t* up = row - width;
+      for (std::size_t x = 1; x < width; ++x) forecast[x] = med_clamped(row[x - 1], up[x], up[x - 1]);
+    }
+    for (std::size_t x = 0; x < width; ++x) {
+      const std::int32_t f = forecast[x], r = std::int32_t(row[x]) - f;
       out.push_back(uniform ? bins.bin(r) : bin_index(r, std::int32_t(quantizer.half_width(std::uint32_t(f)))));
     }
+  }
   return out;
 }
 

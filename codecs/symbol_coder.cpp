@@ -64,9 +64,14 @@ std::size_t varint_size(std::uint64_t v) {
 
 // The byte stream the zstd payload packs: ranks below kEscape as one byte, others escaped.
 std::vector<std::uint8_t> zstd_input(std::span<const std::uint32_t> ranks) {
-  std::vector<std::uint8_t> bytes;
-  bytes.reserve(ranks.size());
-  for (std::uint32_t r : ranks) {
+  // One byte a rank into a buffer sized for that (most streams have no escape), then, from the
+  // first escape on, appended.
+  std::vector<std::uint8_t> bytes(ranks.size());
+  std::size_t i = 0;
+  for (; i < ranks.size() && ranks[i] < kEscape; ++i) bytes[i] = static_cast<std::uint8_t>(ranks[i]);
+  bytes.resize(i);
+  for (; i < ranks.size(); ++i) {
+    const std::uint32_t r = ranks[i];
     if (r < kEscape) {
       bytes.push_back(static_cast<std::uint8_t>(r));
     } else {

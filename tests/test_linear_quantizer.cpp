@@ -308,3 +308,27 @@ TEST_CASE("lossless intra quantization is the median transform of the plane, its
     }
   }
 }
+
+TEST_CASE("sampled intra symbols are the lossless intra symbols of the sampled rows", "[codecs][quantizer]") {
+  // Exact for lossless planes (sample_intra_symbols' contract): every cost_sample_step-th row of
+  // quantize_plane_intra's symbols, in order. 8 and 16 bits, heights below and above the sampling.
+  std::mt19937 rng(43);
+  for (const std::size_t width : {1u, 3u, 40u}) {
+    for (const std::size_t height : {1u, 5u, 16u, 37u}) {
+      for (const std::uint32_t max_value : {255u, 65535u}) {
+        std::vector<std::uint16_t> plane(width * height);
+        for (auto& v : plane) v = std::uint16_t(rng() % (max_value + 1));
+        std::vector<std::int32_t> symbols(plane.size());
+        std::vector<std::uint16_t> recon(plane.size()), literals;
+        const PlaneBound lossless{0, 0, max_value};
+        quantize_plane_intra(plane, width, lossless, symbols, recon, literals);
+        std::vector<std::int32_t> expected;
+        const std::size_t step = tezip::codecs::cost_sample_step(height);
+        for (std::size_t y = 0; y < height; y += step)
+          expected.insert(expected.end(), symbols.begin() + std::ptrdiff_t(y * width), symbols.begin() + std::ptrdiff_t((y + 1) * width));
+        INFO("width " << width << " height " << height << " max " << max_value);
+        CHECK(sample_intra_symbols(plane, width, lossless) == expected);
+      }
+    }
+  }
+}
