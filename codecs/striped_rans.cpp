@@ -511,14 +511,21 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   // opposite signs). Counted per segment, for each left class apart.
   const std::size_t segments = (rows + segment_rows - 1) / segment_rows;
   // Two histograms, even and odd columns, summed per segment: consecutive increments of one
-  // count no longer wait on each other (a segment is a plane: its counts fit 32 bits).
+  // count no longer wait on each other. Their 32-bit counts are added to the segment's before
+  // 2^31 symbols have gone into them.
   std::vector<std::uint64_t> segment_counts(segments * kLeftClasses * kTableSize, 0);
   std::vector<std::uint32_t> halves(2 * kLeftClasses * kTableSize, 0);
   for (std::size_t segment = 0; segment < segments; ++segment) {
     std::uint64_t* c = segment_counts.data() + segment * kLeftClasses * kTableSize;
     std::uint32_t* even = halves.data();
     std::uint32_t* odd = halves.data() + kLeftClasses * kTableSize;
+    auto add_halves = [&] {
+      for (std::size_t j = 0; j < kLeftClasses * kTableSize; ++j) c[j] += std::uint64_t{even[j]} + odd[j];
+      std::fill(halves.begin(), halves.end(), 0);
+    };
+    std::size_t pending = 0;  // symbols in the halves
     for (std::size_t row = segment * segment_rows; row < std::min(rows, (segment + 1) * segment_rows); ++row) {
+      if ((pending += width) >= (std::size_t{1} << 31)) add_halves(), pending = width;
       std::uint32_t left = 0;
       std::uint16_t* k = index.data() + row * width;
       const std::uint8_t* t = tokens.data() + row * width;
@@ -535,8 +542,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
         ++even[k[x]];
       }
     }
-    for (std::size_t j = 0; j < kLeftClasses * kTableSize; ++j) c[j] = std::uint64_t{even[j]} + odd[j];
-    std::fill(halves.begin(), halves.end(), 0);
+    add_halves();
   }
   // Table sets: one, or one per class of segment where the segments' statistics differ more than
   // the extra tables cost. The candidates follow the planes' structure (segment_period channels):
