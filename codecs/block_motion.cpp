@@ -12,6 +12,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "codecs/wavefront_avx2.hpp"
 #define TEZIP_HAVE_AVX2_MOTION 1
 #endif
 
@@ -705,8 +707,7 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
 namespace {
 
 // choose_spatial_blocks' estimate over columns [x0, x1) of a row below the first, x0 >= 1: the
-// median forecast (a + b - c where c lies between a and b, else the smaller or the larger: the
-// residuals are differences of 16-bit pixels, so nothing wraps) and the clamped residual's bits
+// median forecast (wavefront_avx2::median8) and the clamped residual's bits
 // eight columns a vector, each gathered as the low byte of the four at its entry (`bits` points at
 // entry 0 of a table with three bytes beyond its last entry); the rest one by one.
 [[gnu::target("avx2")]] std::uint64_t median_bits_row_avx2(const std::int32_t* row, const std::int32_t* up, std::uint32_t x0,
@@ -719,10 +720,7 @@ namespace {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x - 1));
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x));
     const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x - 1));
-    const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
-    __m256i m = _mm256_sub_epi32(_mm256_add_epi32(a, b), c);
-    m = _mm256_blendv_epi8(m, lo, _mm256_cmpgt_epi32(c, hi));
-    m = _mm256_blendv_epi8(m, hi, _mm256_cmpgt_epi32(lo, c));
+    const __m256i m = wavefront_avx2::median8(a, b, c);
     const __m256i d = _mm256_min_epi32(_mm256_max_epi32(_mm256_sub_epi32(v, m), low), high);
     const __m256i g = _mm256_i32gather_epi32(reinterpret_cast<const int*>(bits), d, 1);
     acc = _mm256_add_epi32(acc, _mm256_and_si256(g, byte));

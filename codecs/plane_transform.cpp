@@ -40,16 +40,11 @@ void check_width(std::size_t size, std::size_t width) {
 }
 
 #ifdef TEZIP_HAVE_AVX2_WAVEFRONT
-// One step of the median inverse for eight rows (wavefront_avx2.hpp): med()'s value exactly, as
-// a + b - c where c lies between a and b (no wrap possible there), else the smaller or the larger
-// (c above the larger gives the smaller and the reverse), so every input, a damaged stream's
-// included, gives the portable path's values; at column 0 the value above.
+// One step of the median inverse for eight rows (wavefront_avx2.hpp): median8, med()'s value for
+// every input, a damaged stream's included; at column 0 the value above.
 struct MedianStep {
   [[gnu::target("avx2")]] __m256i operator()(__m256i a, __m256i b, __m256i c, __m256i q, std::size_t i) const {
-    const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
-    __m256i m = _mm256_sub_epi32(_mm256_add_epi32(a, b), c);
-    m = _mm256_blendv_epi8(m, lo, _mm256_cmpgt_epi32(c, hi));
-    m = _mm256_blendv_epi8(m, hi, _mm256_cmpgt_epi32(lo, c));
+    __m256i m = wavefront_avx2::median8(a, b, c);
     if (i < 8) m = _mm256_blendv_epi8(m, b, wavefront_avx2::column0(i));
     return _mm256_add_epi32(q, m);
   }
@@ -252,12 +247,7 @@ class BucketCounterAvx2 {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x - 1));
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x));
     const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x - 1));
-    // med_clamped: a + b - c where c lies between a and b (no wrap there), else the smaller or
-    // the larger of a and b.
-    const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
-    __m256i m = _mm256_sub_epi32(_mm256_add_epi32(a, b), c);
-    m = _mm256_blendv_epi8(m, lo, _mm256_cmpgt_epi32(c, hi));
-    m = _mm256_blendv_epi8(m, hi, _mm256_cmpgt_epi32(lo, c));
+    const __m256i m = wavefront_avx2::median8(a, b, c);
     counters[0].add(v);
     counters[1].add(_mm256_sub_epi32(v, a));
     counters[2].add(_mm256_sub_epi32(v, m));

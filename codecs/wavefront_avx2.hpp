@@ -137,6 +137,17 @@ template <class Value, class In, class Out, class Med, class Rec, class Step>
   median_rows<Value>(in, out, width, y, y_end, med, rec);
 }
 
+// The median predictor of eight values from their left (a), upper (b) and upper-left (c)
+// neighbours: a + b - c where c lies between a and b (no wrap possible there), else the smaller or
+// the larger (c above the larger gives the smaller and the reverse): med_clamped's value
+// (plane_transform.hpp) for every input, damaged streams' symbols included.
+[[gnu::target("avx2")]] inline __m256i median8(__m256i a, __m256i b, __m256i c) {
+  const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
+  __m256i m = _mm256_sub_epi32(_mm256_add_epi32(a, b), c);
+  m = _mm256_blendv_epi8(m, lo, _mm256_cmpgt_epi32(c, hi));
+  return _mm256_blendv_epi8(m, hi, _mm256_cmpgt_epi32(lo, c));
+}
+
 // The lanes whose column i - k is 0 (the column whose prediction is the pixel above).
 [[gnu::target("avx2")]] inline __m256i column0(std::size_t i) {
   return _mm256_cmpeq_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(int(i)));
