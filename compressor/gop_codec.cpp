@@ -995,7 +995,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     for (const auto m : s.block_maps)
       if (m >= codecs::kForecastSources) in.fail("unknown forecast source");
     if (version >= 4) {
-      // A field takes one split flag per 16 x 16 block and at most 4 vectors of 2 components, and
+      // A field takes one mode symbol per 16 x 16 block and at most 4 vectors of 2 components, and
       // in a bidirectional GOP one bi-prediction flag.
       const std::uint64_t blocks = codecs::MotionField(shape.width, shape.height).modes.size();
       s.motion.resize(in.varint(motion_planes * (blocks * 9 + 1), "motion symbol count"));
