@@ -45,6 +45,10 @@ struct CodingSettings {
   // Encoder only, for auto's trials: a motion search or a trial chunk met again (the same inputs, by
   // their XXH3-128 fingerprint) is reused, not computed again; the archive is the same either way.
   bool reuse_trial_work = true;
+  // Encoder only: auto's trial windows of this GOP found zstd out of reach of the rANS stream for
+  // the GOP's symbols (ChunkStats::zstd_out_of_reach), so the final coding codes them with rANS
+  // without running zstd (codecs::SymbolCoderOptions::zstd_out_of_reach).
+  bool zstd_out_of_reach = false;
 };
 
 // Per-chunk statistics kept in the archive index for `tezip info`.
@@ -55,6 +59,9 @@ struct ChunkStats {
   std::uint64_t literal_count = 0;
   codecs::EntropyCoderKind coder = codecs::EntropyCoderKind::Zstd;
   bool pixels = false;  // a pixel chunk: the frames as they are, through `coder`
+  // Encoder only, not stored: zstd could not have won the symbol stream (its level-1 probe, or
+  // the cheaper gate level, already lost to the rANS stream by the margin; or it was not run).
+  bool zstd_out_of_reach = false;
 };
 
 }  // namespace tezip
