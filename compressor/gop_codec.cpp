@@ -844,20 +844,22 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   std::vector<std::size_t> retry;
   for (std::size_t g = 0; g < gops.size(); ++g) {
     const bool used_motion = !coded[g].motion.empty();
+    CodingSettings gop_settings = settings;
+    if (settings.zstd_reach_from_first_gop && g > 0 && encoded[0].stats.zstd_out_of_reach) gop_settings.zstd_out_of_reach = true;
     if (memo && memo->recording) {
       // The same symbols make the same chunk but for its choice byte (serialize: version,
       // quantizer, choice).
-      const auto key = chunk_key(coded[g], shape, settings);
+      const auto key = chunk_key(coded[g], shape, gop_settings);
       if (const auto* known = memo->chunk(key)) {
         encoded[g].bytes = known->bytes;
         encoded[g].bytes[2] = choice;
         encoded[g].stats = known->stats;
       } else {
-        encoded[g].bytes = serialize(coded[g], shape, settings, choice, encoded[g].stats);
+        encoded[g].bytes = serialize(coded[g], shape, gop_settings, choice, encoded[g].stats);
         memo->keep(key, encoded[g].bytes, encoded[g].stats);
       }
     } else {
-      encoded[g].bytes = serialize(coded[g], shape, settings, choice, encoded[g].stats);
+      encoded[g].bytes = serialize(coded[g], shape, gop_settings, choice, encoded[g].stats);
     }
     // The estimates that chose motion model the static context (rANS) coder. Where another coder
     // won the GOP's symbols instead (zstd, LZMA, the adaptive coder), its matches or adapted
@@ -1253,6 +1255,9 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
   CodingSettings trial_settings = settings;
   trial_settings.zstd_win_level = 0;  // a second zstd pass would cost more than the trial itself
   trial_settings.key_frame_uncoded = true;
+  // The middle window's symbols skip zstd where the start window's could not reach the rANS
+  // stream with it (ChunkStats::zstd_out_of_reach): both are samples of the same GOP.
+  trial_settings.zstd_reach_from_first_gop = true;
   std::vector<std::uint8_t> chosen(gops.size(), 1);
   // Per GOP: in every trial window of its choice, zstd could not reach the rANS stream of the
   // symbols (ChunkStats::zstd_out_of_reach). Its final coding then does not run zstd on them: the

@@ -49,6 +49,9 @@ struct CodingSettings {
   // the GOP's symbols (ChunkStats::zstd_out_of_reach), so the final coding codes them with rANS
   // without running zstd (codecs::SymbolCoderOptions::zstd_out_of_reach).
   bool zstd_out_of_reach = false;
+  // Encoder only, for auto's trial windows (GOPs of one GOP's frames): a window after the first
+  // takes zstd_out_of_reach from the first window's chunk.
+  bool zstd_reach_from_first_gop = false;
 };
 
 // Per-chunk statistics kept in the archive index for `tezip info`.
