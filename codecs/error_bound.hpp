@@ -13,6 +13,8 @@ struct ErrorBound {
   double rel = 0;  // Rel, AbsRel: |y - x| <= rel * (max - min) of the frame's channel; PwRel: <= rel * |x|
 
   bool pointwise() const { return mode == BoundMode::PwRel; }
+  // Whether tolerance() depends on the channel's span (rel, absrel), so that lo and hi are needed.
+  bool spans() const { return mode == BoundMode::Rel || mode == BoundMode::AbsRel; }
   // Largest integer error allowed on a channel whose pixels span [lo, hi] (uniform modes only).
   // On integer data a real bound E allows floor(E): 2.5 allows 2.
   std::uint32_t tolerance(std::uint32_t lo, std::uint32_t hi, std::uint32_t max_value) const;
