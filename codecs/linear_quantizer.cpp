@@ -44,6 +44,30 @@ namespace {
   }
   return i;
 }
+
+// quantize_plane's uniform path: bin (|r| + e) * m >> 32 (UniformBins, m < 2^32 since w >= 3)
+// by two 32 x 32 -> 64-bit multiplications (even and odd lanes), the residual's sign, then
+// f + q w clamped to the pixel range. Returns the pixels done (whole vectors).
+[[gnu::target("avx2")]] std::size_t quantize_uniform_avx2(const std::uint16_t* x, const std::uint16_t* f, std::int32_t* q,
+                                                         std::uint16_t* out, std::size_t n, std::int32_t e, std::int32_t w,
+                                                         std::uint32_t m, std::int32_t max_value) {
+  const __m256i ve = _mm256_set1_epi32(e), vw = _mm256_set1_epi32(w), vm = _mm256_set1_epi32(std::int32_t(m));
+  const __m256i zero = _mm256_setzero_si256(), top = _mm256_set1_epi32(max_value);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i fi = load_forecast(f + i);
+    const __m256i r = _mm256_sub_epi32(load_forecast(x + i), fi);
+    const __m256i u = _mm256_add_epi32(_mm256_abs_epi32(r), ve);
+    const __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(u, vm), 32);
+    const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(u, 32), vm);
+    const __m256i bin = _mm256_blend_epi32(even, odd, 0xAA);
+    const __m256i qi = _mm256_sign_epi32(bin, r);  // r == 0: bin is 0 anyway (e < w)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), qi);
+    const __m256i y = _mm256_add_epi32(fi, _mm256_mullo_epi32(qi, vw));
+    store_pixels(out + i, _mm256_min_epi32(_mm256_max_epi32(y, zero), top));
+  }
+  return i;
+}
 #endif
 
 // LOCO-I's median edge detector: min(a, b) if c >= max(a, b), max(a, b) if c <= min(a, b), else
@@ -216,7 +240,7 @@ std::uint16_t LiteralCursor::next() {
 
 void quantize_plane(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
                     const PlaneBound& bound, std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
-                    std::vector<std::uint16_t>& literals) {
+                    std::vector<std::uint16_t>& literals, SimdPath path) {
   check_sizes(plane.size(), forecast.size(), symbols.size());
   check_sizes(plane.size(), recon.size(), recon.size());
   if (bound.tolerance == 0 && bound.pointwise_rel <= 0) {  // lossless: the hot path, kept branch-free
@@ -228,7 +252,15 @@ void quantize_plane(std::span<const std::uint16_t> plane, std::span<const std::u
     // A uniform tolerance: no escapes, one bin width; vectorizable.
     const UniformBins bins(bound.tolerance);
     const std::int32_t max_value = std::int32_t(bound.max_value);
-    for (std::size_t i = 0; i < plane.size(); ++i) {
+    std::size_t start = 0;
+#ifdef TEZIP_HAVE_AVX2_DEQUANTIZE
+    if (path >= SimdPath::avx2)
+      start = quantize_uniform_avx2(plane.data(), forecast.data(), symbols.data(), recon.data(), plane.size(), bins.e, bins.w,
+                                    std::uint32_t(bins.m), max_value);
+#else
+    (void)path;
+#endif
+    for (std::size_t i = start; i < plane.size(); ++i) {
       const std::int32_t f = forecast[i];
       const std::int32_t q = bins.bin(std::int32_t(plane[i]) - f);
       symbols[i] = q;

@@ -52,10 +52,11 @@ class LiteralCursor {
   std::size_t position_ = 0;
 };
 
-// Inter planes: the forecast of the whole plane is known before coding it.
+// Inter planes: the forecast of the whole plane is known before coding it. `path`: the
+// uniform-tolerance loop in AVX2 or portable; the same symbols and pixels either way.
 void quantize_plane(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
                     const PlaneBound& bound, std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
-                    std::vector<std::uint16_t>& literals);
+                    std::vector<std::uint16_t>& literals, SimdPath path = simd_path());
 // `path`: the uniform-tolerance loop in AVX2 or portable; the same pixels either way.
 void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std::uint16_t> forecast,
                       const PlaneBound& bound, std::span<std::uint16_t> recon, LiteralCursor& literals,
