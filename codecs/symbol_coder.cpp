@@ -191,21 +191,12 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
                           : encode_rans(remap.ranks, row_width, remap.rank_to_symbol.size());
       local.rans_bytes = header.size() + rans_payload.size();
     }
-    // Where only zstd and rANS compete, zstd at the chosen level matters only if it comes within
-    // zstd_win_margin of the rANS stream: it is given up as soon as its output passes that (on
-    // camera video, where rANS wins, a part of the stream is never compressed).
-    const bool bounded = options.allow_rans && !options.allow_adaptive && !options.allow_lzma;
-    // ... and not at all where a sample of the same data already said that it cannot come close.
-    const bool skip_zstd = bounded && options.zstd_out_of_reach;
     // zstd at the chosen level costs most of encoding. A pass at kProbeLevel first: when even
     // kLevelGain times it is larger than the rANS stream, the chosen level cannot win either.
-    const std::vector<std::uint8_t> zstd_bytes = skip_zstd ? std::vector<std::uint8_t>() : zstd_input(remap.ranks);
+    const std::vector<std::uint8_t> zstd_bytes = zstd_input(remap.ranks);
     std::vector<std::uint8_t> zstd_payload;
     bool probe_lost = false;  // the probe is larger than the rANS stream
-    if (skip_zstd) {
-      local.zstd_given_up = true;
-      local.zstd_skipped = true;
-    } else if (options.allow_rans && options.zstd_level > kProbeLevel) {
+    if (options.allow_rans && options.zstd_level > kProbeLevel) {
       std::vector<std::uint8_t> probe = compress_zstd_frame(zstd_bytes, kProbeLevel);
       probe_lost = probe.size() > rans_payload.size();
       if (double(probe.size()) * kLevelGain > double(rans_payload.size())) {
@@ -213,7 +204,11 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
         local.zstd_probed_only = true;
       }
     }
-    if (zstd_payload.empty() && bounded && !skip_zstd) {
+    // Where only zstd and rANS compete, zstd at the chosen level matters only if it comes within
+    // zstd_win_margin of the rANS stream: it is given up as soon as its output passes that (on
+    // camera video, where rANS wins, a part of the stream is never compressed).
+    const bool bounded = options.allow_rans && !options.allow_adaptive && !options.allow_lzma;
+    if (zstd_payload.empty() && bounded) {
       const auto limit = std::size_t(double(rans_payload.size()) * std::max(1.0, options.zstd_win_margin));
       if (probe_lost && options.zstd_level > kGateLevel && zstd_size_within(zstd_bytes, kGateLevel, limit) == SIZE_MAX) {
         local.zstd_given_up = true;
@@ -223,7 +218,7 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
       } else {
         local.zstd_given_up = true;
       }
-    } else if (zstd_payload.empty() && !bounded) {
+    } else if (zstd_payload.empty()) {
       zstd_payload = compress_zstd_frame(zstd_bytes, options.zstd_level);
     }
     local.zstd_bytes = local.zstd_given_up ? 0 : header.size() + zstd_payload.size();

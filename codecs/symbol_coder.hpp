@@ -34,10 +34,6 @@ struct SymbolCoderOptions {
   bool allow_adaptive = true;  // try the adaptive context coder too and keep the smaller
   bool allow_rans = true;      // try the static context rANS coder too (decodes several times faster)
   bool allow_lzma = false;     // try LZMA2 too (smaller than zstd on sparse and repetitive data, slower to decode)
-  // Where only zstd and rANS compete: a measurement on a sample of the same data (auto's trial
-  // windows of the GOP) found zstd out of the rANS stream's reach, so zstd is not run at all and
-  // the stream is rANS-coded (SymbolCoderStats::zstd_skipped).
-  bool zstd_out_of_reach = false;
   // Rows per segment for the striped rANS coder (a plane, so that a SymbolReader delivers plane by
   // plane); 0: the whole stream is one segment.
   std::size_t segment_rows = 0;
@@ -56,7 +52,6 @@ struct SymbolCoderStats {
   bool zstd_probed_only = false;   // zstd_bytes is the probe's: the chosen level could not have won
   bool zstd_given_up = false;      // zstd at the chosen level passed the rANS stream (times the margin) and was dropped
   bool zstd_gated = false;         // ... or, before it ran, the cheaper gate level did (zstd_given_up is set too)
-  bool zstd_skipped = false;       // not run: SymbolCoderOptions::zstd_out_of_reach (zstd_given_up is set too)
   bool zstd_stronger_tried = false;  // zstd ran again at zstd_win_level (its prefix estimate came close enough)
 };
 

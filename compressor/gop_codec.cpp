@@ -159,7 +159,7 @@ EncodeMemo::Key chunk_key(const GopSymbols& g, const FrameShape& shape, const Co
   EncodeMemo::Hasher h;
   h.value(shape.width).value(shape.height).value(shape.channels).value(std::uint8_t(settings.quantizer));
   h.value(settings.zstd_level).value(settings.zstd_win_level).value(settings.zstd_win_margin);
-  h.value(settings.rans_coder).value(settings.adaptive_coder).value(settings.lzma_coder).value(settings.zstd_out_of_reach);
+  h.value(settings.rans_coder).value(settings.adaptive_coder).value(settings.lzma_coder);
   h.value(std::uint64_t(g.planes.size())).add(std::span<const std::uint8_t>(g.channel_plans));
   for (const auto& frame : g.planes) {
     h.value(std::uint64_t(frame.size()));
@@ -235,9 +235,7 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
   options.segment_rows = shape.height;  // a plane: the decoder takes the symbols plane by plane
   options.segment_period = shape.channels;
   codecs::SymbolCoderStats coder_stats;
-  codecs::SymbolCoderOptions symbol_options = options;
-  symbol_options.zstd_out_of_reach = settings.zstd_out_of_reach;
-  const auto symbols = codecs::encode_symbols(std::move(g.symbols), shape.width, symbol_options, &coder_stats);
+  const auto symbols = codecs::encode_symbols(std::move(g.symbols), shape.width, options, &coder_stats);
   const auto values = codecs::encode_symbols(zigzag_all(g.run_values), 0, options);
   const std::vector<std::uint32_t> lengths_minus_one = [&] {
     std::vector<std::uint32_t> v(g.run_lengths.size());
@@ -259,7 +257,6 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
   stats.literal_bytes = literals.size();
   stats.literal_count = g.literals.size();
   stats.coder = coder_stats.chosen;
-  stats.zstd_out_of_reach = coder_stats.zstd_probed_only || coder_stats.zstd_gated || coder_stats.zstd_skipped;
   return std::move(out.bytes());
 }
 
@@ -849,22 +846,20 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   std::vector<std::size_t> retry;
   for (std::size_t g = 0; g < gops.size(); ++g) {
     const bool used_motion = !coded[g].motion.empty();
-    CodingSettings gop_settings = settings;
-    if (settings.zstd_reach_from_first_gop && g > 0 && encoded[0].stats.zstd_out_of_reach) gop_settings.zstd_out_of_reach = true;
     if (memo && memo->recording) {
       // The same symbols make the same chunk but for its choice byte (serialize: version,
       // quantizer, choice).
-      const auto key = chunk_key(coded[g], shape, gop_settings);
+      const auto key = chunk_key(coded[g], shape, settings);
       if (const auto* known = memo->chunk(key)) {
         encoded[g].bytes = known->bytes;
         encoded[g].bytes[2] = choice;
         encoded[g].stats = known->stats;
       } else {
-        encoded[g].bytes = serialize(coded[g], shape, gop_settings, choice, encoded[g].stats);
+        encoded[g].bytes = serialize(coded[g], shape, settings, choice, encoded[g].stats);
         memo->keep(key, encoded[g].bytes, encoded[g].stats);
       }
     } else {
-      encoded[g].bytes = serialize(coded[g], shape, gop_settings, choice, encoded[g].stats);
+      encoded[g].bytes = serialize(coded[g], shape, settings, choice, encoded[g].stats);
     }
     // The estimates that chose motion model the static context (rANS) coder. Where another coder
     // won the GOP's symbols instead (zstd, LZMA, the adaptive coder), its matches or adapted
@@ -1260,16 +1255,7 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
   CodingSettings trial_settings = settings;
   trial_settings.zstd_win_level = 0;  // a second zstd pass would cost more than the trial itself
   trial_settings.key_frame_uncoded = true;
-  // The middle window's symbols skip zstd where the start window's could not reach the rANS
-  // stream with it (ChunkStats::zstd_out_of_reach): both are samples of the same GOP.
-  trial_settings.zstd_reach_from_first_gop = true;
   std::vector<std::uint8_t> chosen(gops.size(), 1);
-  // Per GOP: in every trial window of its choice, zstd could not reach the rANS stream of the
-  // symbols (ChunkStats::zstd_out_of_reach). Its final coding then does not run zstd on them: the
-  // windows are a sample of the same frames coded the same way, and on camera and video zstd's
-  // passes there (a level-1 probe, a level-6 gate over most of the stream) were a sixth of the
-  // encoding time, spent to lose (docs/performance.md, "zstd decided by the trial windows").
-  std::vector<bool> zstd_out_of_reach(gops.size(), false);
   EncodeMemo memo;
   EncodeMemo* const reuse = settings.reuse_trial_work ? &memo : nullptr;
   memo.recording = true;
@@ -1283,29 +1269,22 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
     std::uint64_t best = UINT64_MAX;
     for (std::size_t k = 0; k < choices.size(); ++k) {
       std::uint64_t bytes = 0;
-      bool out_of_reach = true;
-      for (const auto& e : encode_with(*choices[k], std::uint8_t(k + 1), shape, trial, trial_settings, reuse)) {
-        bytes += e.bytes.size();
-        out_of_reach = out_of_reach && e.stats.zstd_out_of_reach;
-      }
-      if (bytes < best) best = bytes, chosen[g] = std::uint8_t(k + 1), zstd_out_of_reach[g] = out_of_reach;
+      for (const auto& e : encode_with(*choices[k], std::uint8_t(k + 1), shape, trial, trial_settings, reuse)) bytes += e.bytes.size();
+      if (bytes < best) best = bytes, chosen[g] = std::uint8_t(k + 1);
     }
     memo.forget_chunks();
   }
   memo.recording = false;
   std::vector<EncodedGop> encoded(gops.size());
-  for (std::size_t k = 0; k < choices.size(); ++k)
-    for (const bool out_of_reach : {false, true}) {
-      std::vector<const GopFrames*> subset;
-      std::vector<std::size_t> where;
-      for (std::size_t g = 0; g < gops.size(); ++g)
-        if (chosen[g] == k + 1 && zstd_out_of_reach[g] == out_of_reach) subset.push_back(gops[g]), where.push_back(g);
-      if (subset.empty()) continue;
-      CodingSettings final_settings = settings;
-      final_settings.zstd_out_of_reach = out_of_reach;
-      auto coded = encode_with(*choices[k], std::uint8_t(k + 1), shape, subset, final_settings, reuse);
-      for (std::size_t i = 0; i < where.size(); ++i) encoded[where[i]] = std::move(coded[i]);
-    }
+  for (std::size_t k = 0; k < choices.size(); ++k) {
+    std::vector<const GopFrames*> subset;
+    std::vector<std::size_t> where;
+    for (std::size_t g = 0; g < gops.size(); ++g)
+      if (chosen[g] == k + 1) subset.push_back(gops[g]), where.push_back(g);
+    if (subset.empty()) continue;
+    auto coded = encode_with(*choices[k], std::uint8_t(k + 1), shape, subset, settings, reuse);
+    for (std::size_t i = 0; i < where.size(); ++i) encoded[where[i]] = std::move(coded[i]);
+  }
   return encoded;
 }
 

@@ -45,13 +45,6 @@ struct CodingSettings {
   // Encoder only, for auto's trials: a motion search or a trial chunk met again (the same inputs, by
   // their XXH3-128 fingerprint) is reused, not computed again; the archive is the same either way.
   bool reuse_trial_work = true;
-  // Encoder only: auto's trial windows of this GOP found zstd out of reach of the rANS stream for
-  // the GOP's symbols (ChunkStats::zstd_out_of_reach), so the final coding codes them with rANS
-  // without running zstd (codecs::SymbolCoderOptions::zstd_out_of_reach).
-  bool zstd_out_of_reach = false;
-  // Encoder only, for auto's trial windows (GOPs of one GOP's frames): a window after the first
-  // takes zstd_out_of_reach from the first window's chunk.
-  bool zstd_reach_from_first_gop = false;
 };
 
 // Per-chunk statistics kept in the archive index for `tezip info`.
@@ -62,9 +55,6 @@ struct ChunkStats {
   std::uint64_t literal_count = 0;
   codecs::EntropyCoderKind coder = codecs::EntropyCoderKind::Zstd;
   bool pixels = false;  // a pixel chunk: the frames as they are, through `coder`
-  // Encoder only, not stored: zstd could not have won the symbol stream (its level-1 probe, or
-  // the cheaper gate level, already lost to the rANS stream by the margin; or it was not run).
-  bool zstd_out_of_reach = false;
 };
 
 }  // namespace tezip

@@ -54,12 +54,16 @@ TEST_CASE("snapping to bins moves every value by at most the tolerance and keeps
   for (const std::uint32_t max : {255u, 65535u, 1000u}) {
     std::vector<std::uint16_t> all(max + 1);
     for (std::uint32_t v = 0; v <= max; ++v) all[v] = std::uint16_t(v);
-    for (const std::uint32_t tolerance : {0u, 1u, 2u, 7u, 300u}) {
+    for (const std::uint32_t tolerance : {0u, 1u, 2u, 7u, 300u, 16382u, 16383u, 16384u, 40000u}) {
       auto snapped = all;
       snap_to_bins(snapped, tolerance, max);
       std::size_t distinct = 1;
+      const std::uint32_t width = 2 * tolerance + 1;
       for (std::uint32_t v = 0; v <= max; ++v) {
         INFO("max " << max << " tolerance " << tolerance << " value " << v << " -> " << snapped[v]);
+        // The centre of its bin, exactly (archives depend on it): the multiplication of the fast
+        // path against a division.
+        REQUIRE(snapped[v] == std::min((v + tolerance) / width * width, max));
         REQUIRE(snapped[v] <= max);
         REQUIRE(std::abs(int(snapped[v]) - int(v)) <= int(tolerance));
         if (v > 0 && snapped[v] != snapped[v - 1]) ++distinct;
