@@ -93,23 +93,6 @@ inline std::int32_t bin_index(std::int32_t r, std::int32_t e) {
   return r >= 0 ? (r + e) / w : -((-r + e) / w);
 }
 
-// bin_index for one half width e, by a multiplication: (|r| + e) / w == ((|r| + e) * m) >> 32 with
-// m = ceil(2^32 / w), exact while |r| + e < 2^17 and w < 2^15 (the rounding error stays below
-// 2^17 / 2^32 = 2^-15 < 1 / w). Pixels are at most 16-bit, so only the width can rule it out.
-struct UniformBins {
-  std::int32_t e = 0, w = 1;
-  std::uint64_t m = 0;
-
-  explicit UniformBins(std::uint32_t half_width)
-      : e(std::int32_t(half_width)), w(2 * std::int32_t(half_width) + 1), m(((std::uint64_t{1} << 32) + std::uint64_t(w) - 1) / std::uint64_t(w)) {}
-  static bool exact(std::uint32_t half_width) { return half_width < (1u << 14) - 1; }
-  std::int32_t bin(std::int32_t r) const {
-    const std::uint32_t u = std::uint32_t(r >= 0 ? r : -r) + std::uint32_t(e);
-    const auto q = std::int32_t((std::uint64_t(u) * m) >> 32);
-    return r >= 0 ? q : -q;
-  }
-};
-
 // The intra reconstruction of a plane: out[i] = rec(intra_forecast(out, i), symbols[i]), in scan
 // order (four rows at a time, codecs/wavefront.hpp).
 template <class Rec>

@@ -15,6 +15,24 @@ struct PlaneBound {
   std::uint32_t max_value = 255;
 };
 
+// The bin of residual r for half width e (bins of width w = 2e + 1 centred on 0), by a
+// multiplication: (|r| + e) / w == ((|r| + e) * m) >> 32 with
+// m = ceil(2^32 / w), exact while |r| + e < 2^17 and w < 2^15 (the rounding error stays below
+// 2^17 / 2^32 = 2^-15 < 1 / w). Pixels are at most 16-bit, so only the width can rule it out.
+struct UniformBins {
+  std::int32_t e = 0, w = 1;
+  std::uint64_t m = 0;
+
+  explicit UniformBins(std::uint32_t half_width)
+      : e(std::int32_t(half_width)), w(2 * std::int32_t(half_width) + 1), m(((std::uint64_t{1} << 32) + std::uint64_t(w) - 1) / std::uint64_t(w)) {}
+  static bool exact(std::uint32_t half_width) { return half_width < (1u << 14) - 1; }
+  std::int32_t bin(std::int32_t r) const {
+    const std::uint32_t u = std::uint32_t(r >= 0 ? r : -r) + std::uint32_t(e);
+    const auto q = std::int32_t((std::uint64_t(u) * m) >> 32);
+    return r >= 0 ? q : -q;
+  }
+};
+
 // SZ-style linear quantizer: the residual x - forecast becomes the index q of a bin of width
 // 2e + 1 centred on the forecast, and the reconstruction is forecast + q (2e + 1), clamped to the
 // pixel range (clamping only moves it towards x). With a uniform tolerance e every pixel is

@@ -4,21 +4,17 @@
 
 #include "codecs/codec_error.hpp"
 #include "codecs/error_bound.hpp"
+#include "codecs/linear_quantizer.hpp"
 
 namespace tezip::codecs {
 
 void snap_to_bins(std::span<std::uint16_t> plane, std::uint32_t tolerance, std::uint32_t max_value) {
   if (tolerance == 0) return;
   const std::uint32_t width = 2 * tolerance + 1;
-  if (width < (1u << 15)) {
-    // The bin index by a multiplication with m = ceil(2^32 / width) instead of a division (2% of
-    // encoding at abs 2): exact while v + tolerance < 2^17 (16-bit pixels) and width < 2^15, the
-    // rounding error below 2^17 / 2^32 < 1 / width (as UniformBins in linear_quantizer.cpp).
-    const std::uint64_t m = ((std::uint64_t{1} << 32) + width - 1) / width;
-    for (auto& v : plane) {
-      const auto centre = std::uint32_t((std::uint64_t(v + tolerance) * m) >> 32) * width;
-      v = std::uint16_t(std::min(centre, max_value));
-    }
+  if (UniformBins::exact(tolerance)) {
+    // The bin by a multiplication instead of a division (2% of encoding at abs 2).
+    const UniformBins bins(tolerance);
+    for (auto& v : plane) v = std::uint16_t(std::min(std::uint32_t(bins.bin(v) * bins.w), max_value));
     return;
   }
   for (auto& v : plane) {
