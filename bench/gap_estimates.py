@@ -14,6 +14,9 @@ MODE:
             FFV1-like quantized pixel gradients; inter residuals with the forecast's gradient as a
             second context dimension (the forecast is known to the decoder before the residual)
   interp    half-pixel motion with bilinear against H.264's 6-tap interpolation
+  side      inter residuals under the activity classes and a second context dimension the decoder
+            knows before the residual: the forecast's gradient, the previous frame's residual
+            magnitude at the same place, the previous frame's own change, the forecast's move
 
 Motion: 16x16 blocks (8x8 for interp), full search of +-6 pixels in half pixels by SAD. Residual
 costs are bytes of order-0 or conditional entropy, side information (vectors, maps, tables) not
@@ -134,7 +137,8 @@ def run(mode, F):
     H, W = (F[0].shape[0] // B) * B, (F[0].shape[1] // B) * B
     F = [f[:H, :W] for f in F]
     ones = np.ones((B, B), np.int64)
-    for t in range(2 if mode == "refs" else 1, len(F)):
+    prev_inter = None
+    for t in range(2 if mode in ("refs", "side") else 1, len(F)):
         cur = F[t]
         if mode == "interp":
             for name, six in (("bilinear", False), ("6tap", True)):
@@ -179,6 +183,29 @@ def run(mode, F):
             add("inter: activity classes (16)", entropy(inter, activity_class(inter)))
             add("inter: x forecast gradient (4)", entropy(inter, activity_class(inter) * 4 + g8 // 2))
             add("inter: x forecast gradient (8)", entropy(inter, activity_class(inter) * 8 + g8))
+        elif mode == "side":
+            inter = median_residual(cur - p1)
+            act = activity_class(inter)
+
+            def cls(v, n):  # octave classes of a magnitude, n of them
+                return np.minimum(n - 1, np.floor(np.log2(np.abs(v) + 1)).astype(np.int64))
+
+            fp = np.pad(p1, 1, mode="edge")
+            grad = np.abs(fp[1:-1, 2:] - fp[1:-1, :-2]) + np.abs(fp[2:, 1:-1] - fp[:-2, 1:-1])
+            pres = F[t - 1] - motion(F[t - 1], F[t - 2])[0]
+            sides = {
+                "forecast gradient": cls(grad, 8),
+                "previous residual": cls(pres, 8),
+                "previous change": cls(F[t - 1] - F[t - 2], 8),
+                "forecast move": cls(p1 - F[t - 1], 8),
+            }
+            add("activity classes (16)", entropy(inter, act))
+            for name, side in sides.items():
+                add(name + " (4)", entropy(inter, act * 4 + side // 2))
+                add(name + " (8)", entropy(inter, act * 8 + side))
+            add("gradient x previous residual (4x4)",
+                entropy(inter, act * 16 + sides["forecast gradient"] // 2 * 4 + sides["previous residual"] // 2))
+            add("contexts used", 0)
     return tot
 
 
@@ -188,7 +215,7 @@ def main():
     mode, folder = sys.argv[1], sys.argv[2]
     first = int(sys.argv[3]) if len(sys.argv) > 3 else 40
     count = int(sys.argv[4]) if len(sys.argv) > 4 else 8
-    if mode not in ("refs", "intra", "contexts", "interp"):
+    if mode not in ("refs", "intra", "contexts", "interp", "side"):
         sys.exit(__doc__)
     tot = run(mode, frames(folder, first, count))
     print(folder.rstrip("/").split("/")[-1], mode, {k: round(v / 1e3, 1) if "%" not in k else round(v, 1) for k, v in tot.items()})

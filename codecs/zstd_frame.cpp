@@ -1,5 +1,7 @@
 #include "codecs/zstd_frame.hpp"
 
+// ZSTD_getCParams (a level's parameters for a size) is in the advanced API; libzstd exports it.
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 #include <algorithm>
@@ -47,14 +49,43 @@ std::vector<std::uint8_t> compress_zstd_frame(std::span<const std::uint8_t> byte
 
 namespace {
 
+// The window of `window_level` on `bytes`, where it is larger than that of `level` (0: none).
+int wider_window(std::span<const std::uint8_t> bytes, int level, int window_level) {
+  if (window_level <= 0) return 0;
+  const unsigned own = ZSTD_getCParams(level, bytes.size(), 0).windowLog;
+  const unsigned wider = ZSTD_getCParams(window_level, bytes.size(), 0).windowLog;
+  return wider > own ? int(wider) : 0;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> compress_zstd_frame(std::span<const std::uint8_t> bytes, int level, int window_level) {
+  const int window_log = wider_window(bytes, level, window_level);
+  if (window_log == 0) return compress_zstd_frame(bytes, level);
+  ZSTD_CCtx* cctx = thread_cctx();
+  ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog, window_log);
+  std::vector<std::uint8_t> packed(ZSTD_compressBound(bytes.size()));
+  const std::size_t n = ZSTD_compress2(cctx, packed.data(), packed.size(), bytes.data(), bytes.size());
+  ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+  if (ZSTD_isError(n)) throw std::runtime_error(std::string("zstd: ") + ZSTD_getErrorName(n));
+  packed.resize(n);
+  return packed;
+}
+
+namespace {
+
 // Compresses `bytes` at `level` as a stream, handing each piece of output to `sink`, and gives up
 // (returns false) as soon as more than `limit` bytes came out. The parameters are those of the
 // one-shot call (the size is pledged).
 template <class Sink>
-bool compress_streamed(std::span<const std::uint8_t> bytes, int level, std::size_t limit, Sink&& sink) {
+bool compress_streamed(std::span<const std::uint8_t> bytes, int level, std::size_t limit, Sink&& sink,
+                       int window_log = 0) {
   ZSTD_CCtx* cctx = thread_cctx();
   ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+  if (window_log > 0) ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog, window_log);
   ZSTD_CCtx_setPledgedSrcSize(cctx, bytes.size());
   std::vector<std::uint8_t> scratch(ZSTD_CStreamOutSize());
   constexpr std::size_t kPiece = 1 << 17;
@@ -82,10 +113,13 @@ bool compress_streamed(std::span<const std::uint8_t> bytes, int level, std::size
 
 }  // namespace
 
-std::size_t zstd_size_within(std::span<const std::uint8_t> bytes, int level, std::size_t limit) {
+std::size_t zstd_size_within(std::span<const std::uint8_t> bytes, int level, std::size_t limit, int window_level) {
   std::size_t size = 0;
-  return compress_streamed(bytes, level, limit, [&](std::span<const std::uint8_t> piece) { size += piece.size(); }) ? size
-                                                                                                                      : SIZE_MAX;
+  return compress_streamed(
+             bytes, level, limit, [&](std::span<const std::uint8_t> piece) { size += piece.size(); },
+             wider_window(bytes, level, window_level))
+             ? size
+             : SIZE_MAX;
 }
 
 std::optional<std::vector<std::uint8_t>> compress_zstd_frame_within(std::span<const std::uint8_t> bytes, int level,

@@ -13,6 +13,7 @@
 #include "codecs/range_coder.hpp"
 #include "codecs/rank_remap.hpp"
 #include "codecs/symbol_coder.hpp"
+#include "codecs/zstd_frame.hpp"
 
 using namespace tezip::codecs;
 
@@ -210,6 +211,28 @@ TEST_CASE("where only rANS and zstd compete, a losing zstd pass is given up, and
   std::vector<std::uint32_t> again(repetitive.size());
   decode_symbols(c, 256, again);
   CHECK(again == repetitive);
+}
+
+TEST_CASE("a fast zstd pass with a slower level's window sees the repeats that level sees", "[codecs]") {
+  // Sparse random bytes (95% zeros: a residual of nearly still frames), then the same bytes again,
+  // as a coded trial window of cup holds them: the repeat lies beyond level 1's own window
+  // (512 KB on a stream this size) and within level 9's (4 MB). encode_symbols' probe stands for
+  // level 9, so it must find it.
+  std::mt19937 rng(21);
+  const int level = 1;
+  {
+    std::vector<std::uint8_t> bytes(std::size_t{600} << 10);
+    for (auto& b : bytes) b = rng() % 20 == 0 ? static_cast<std::uint8_t>(1 + rng() % 7 * (rng() % 5)) : 0;
+    bytes.insert(bytes.end(), bytes.begin(), bytes.end());
+    const std::size_t own = compress_zstd_frame(bytes, level).size();
+    const auto wide = compress_zstd_frame(bytes, level, 9);
+    CHECK(double(wide.size()) < 0.6 * double(own));
+    CHECK(decompress_zstd_frame(wide, bytes.size(), bytes.size(), "test") == bytes);
+    CHECK(zstd_size_within(bytes, level, SIZE_MAX, 9) < std::size_t(0.6 * double(own)));
+    CHECK(zstd_size_within(bytes, level, SIZE_MAX) > std::size_t(0.9 * double(own)));
+    // A window level whose window is not larger changes nothing.
+    CHECK(compress_zstd_frame(bytes, level, 1) == compress_zstd_frame(bytes, level));
+  }
 }
 
 TEST_CASE("symbol decoding rejects count mismatches and absurd headers", "[codecs]") {
