@@ -11,7 +11,14 @@
 #include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
+// GCC 12 warns of an uninitialized value inside its own AVX-512 intrinsics, the
+// _mm512_undefined_* source operands of the 512-bit ones (GCC bug 105593), wherever they are
+// inlined; the warning's location is the header, so it is silenced there and only there.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #define TEZIP_HAVE_AVX2_KERNEL 1
 #endif
 
@@ -244,6 +251,7 @@ constexpr WordPermutations kWordPermutations;
 #undef TEZIP_STRIPED_KERNEL
 #undef TEZIP_STRIPED_TARGET
 #undef TEZIP_STRIPED_AVX512
+#include "codecs/striped_rans_kernel_zmm.inc"
 
 // scatter_rows for a row step of 8 * G stripes, all active: 8 x 8 tiles transposed in registers
 // (8 columns of 8 lanes in, 8 lanes' rows of 8 columns out); the columns beyond the last whole
@@ -919,9 +927,11 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       for (std::size_t g = 0; g < group_count(lanes); ++g) room = room && s.p[g] <= s.end[g];
       if (room) {
         // The AVX-512 kernel while its last measured row step gathered in at most a quarter of
-        // its group steps, measured again every 16th row step (the same values either way).
+        // its group steps, measured again every 16th row step (the same values either way): for
+        // 16 stripes the one whose vectors hold all 16 (1.22x the two-vector kernel's speed on
+        // vtest's colour planes, an Intel Xeon: docs/performance.md).
         const bool registers = path == SimdPath::avx512 && (r % 16 == 0 || 4 * s.far_steps <= width * group_count(lanes));
-        const auto kernel = registers ? (lanes == 16 ? decode_row_avx512<2> : decode_row_avx512<1>)
+        const auto kernel = registers ? (lanes == 16 ? decode_row_zmm : decode_row_avx512<1>)
                                       : (lanes == 16 ? decode_row_avx2<2> : decode_row_avx2<1>);
         kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
         done = true;
