@@ -275,6 +275,45 @@ template <int G>
   for (std::size_t x = whole; x < width; ++x)
     for (std::size_t l = 0; l < L; ++l) row[l][x] = values[x * L + l];
 }
+
+// scatter_rows for a row step of 16 stripes, all active, with AVX-512: 16 x 16 tiles transposed in
+// registers, 4 x 4 within each 128-bit lane, then the lanes 4 x 4 (64 shuffles a tile against the
+// 96 of four 8 x 8 ones); the columns beyond the last whole tile the portable way. The same stores
+// as scatter_rows.
+[[gnu::target("avx2,avx512f,avx512vl,avx512bw,avx512dq")]] void scatter_rows_zmm(const std::uint32_t* values,
+                                                                                 std::size_t width,
+                                                                                 const Stripes& stripes, std::size_t r,
+                                                                                 std::uint32_t* out) {
+  constexpr std::size_t L = 16;
+  std::array<std::uint32_t*, L> row;
+  for (std::size_t l = 0; l < L; ++l) row[l] = out + (stripes.start[l] + r) * width;
+  const std::size_t whole = width / L * L;
+  for (std::size_t x = 0; x < whole; x += L) {
+    // d[4j + m], 128-bit lane q: stripe 4q + m, columns x + 4j .. x + 4j + 3.
+    __m512i d[L];
+    for (std::size_t j = 0; j < 4; ++j) {
+      const __m512i* in = reinterpret_cast<const __m512i*>(values + (x + 4 * j) * L);
+      const __m512i a = _mm512_loadu_si512(in), b = _mm512_loadu_si512(in + 1);
+      const __m512i c = _mm512_loadu_si512(in + 2), e = _mm512_loadu_si512(in + 3);
+      const __m512i t0 = _mm512_unpacklo_epi32(a, b), t1 = _mm512_unpackhi_epi32(a, b);
+      const __m512i t2 = _mm512_unpacklo_epi32(c, e), t3 = _mm512_unpackhi_epi32(c, e);
+      d[4 * j] = _mm512_unpacklo_epi64(t0, t2);
+      d[4 * j + 1] = _mm512_unpackhi_epi64(t0, t2);
+      d[4 * j + 2] = _mm512_unpacklo_epi64(t1, t3);
+      d[4 * j + 3] = _mm512_unpackhi_epi64(t1, t3);
+    }
+    for (std::size_t m = 0; m < 4; ++m) {
+      const __m512i p0 = _mm512_shuffle_i32x4(d[m], d[4 + m], 0x44), p1 = _mm512_shuffle_i32x4(d[m], d[4 + m], 0xEE);
+      const __m512i q0 = _mm512_shuffle_i32x4(d[8 + m], d[12 + m], 0x44), q1 = _mm512_shuffle_i32x4(d[8 + m], d[12 + m], 0xEE);
+      _mm512_storeu_si512(row[m] + x, _mm512_shuffle_i32x4(p0, q0, 0x88));
+      _mm512_storeu_si512(row[4 + m] + x, _mm512_shuffle_i32x4(p0, q0, 0xDD));
+      _mm512_storeu_si512(row[8 + m] + x, _mm512_shuffle_i32x4(p1, q1, 0x88));
+      _mm512_storeu_si512(row[12 + m] + x, _mm512_shuffle_i32x4(p1, q1, 0xDD));
+    }
+  }
+  for (std::size_t x = whole; x < width; ++x)
+    for (std::size_t l = 0; l < L; ++l) row[l][x] = values[x * L + l];
+}
 #endif
 
 // A row step's symbols, [column][lane], to the stripes' rows. In tiles of kScatterTile columns:
@@ -943,7 +982,9 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
                           max_rank, wide, s);
     }
 #ifdef TEZIP_HAVE_AVX2_KERNEL
-    if (simd && all && lanes == 16) {
+    if (simd && all && lanes == 16 && path == SimdPath::avx512) {
+      scatter_rows_zmm(b.values.data(), width, stripes, r, out);
+    } else if (simd && all && lanes == 16) {
       scatter_rows_avx2<2>(b.values.data(), width, stripes, r, out);
     } else if (simd && all && lanes == 8) {
       scatter_rows_avx2<1>(b.values.data(), width, stripes, r, out);
