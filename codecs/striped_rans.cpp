@@ -163,18 +163,35 @@ struct RowBuffers {
 
 // The upper-row part of the next row step's activities from its row above (`tokens`) and, for the
 // eight-neighbour context, the row two up (`two_up`, the same layout; nullptr: zeros).
-void next_above(const std::vector<std::uint16_t>& tokens, const std::vector<std::uint16_t>* two_up, std::size_t lanes,
-                std::vector<std::uint16_t>& above) {
-  // Column x of `above` from token columns x - 1, x, x + 1, which sit at x, x + 1, x + 2 (padding).
-  const std::uint16_t* t = tokens.data();
-  if (two_up == nullptr) {
-    for (std::size_t j = 0; j < above.size(); ++j)
-      above[j] = static_cast<std::uint16_t>(t[j] + 2 * t[j + lanes] + t[j + 2 * lanes]);
+inline void next_above_loop(const std::uint16_t* t, const std::uint16_t* u, std::size_t lanes, std::uint16_t* above,
+                            std::size_t n) {
+  if (u == nullptr) {
+    for (std::size_t j = 0; j < n; ++j) above[j] = static_cast<std::uint16_t>(t[j] + 2 * t[j + lanes] + t[j + 2 * lanes]);
     return;
   }
-  const std::uint16_t* u = two_up->data() + lanes;
-  for (std::size_t j = 0; j < above.size(); ++j)
+  for (std::size_t j = 0; j < n; ++j)
     above[j] = static_cast<std::uint16_t>(t[j] + 2 * t[j + lanes] + t[j + 2 * lanes] + u[j]);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+// The same loop compiled for AVX2 (16 sums an instruction instead of SSE2's 8; integer adds, so
+// the same values): 3.7% of gray vtest's decoding with SSE2.
+[[gnu::target("avx2")]] void next_above_avx2(const std::uint16_t* t, const std::uint16_t* u, std::size_t lanes,
+                                             std::uint16_t* above, std::size_t n) {
+  next_above_loop(t, u, lanes, above, n);
+}
+#endif
+
+void next_above(const std::vector<std::uint16_t>& tokens, const std::vector<std::uint16_t>* two_up, std::size_t lanes,
+                std::vector<std::uint16_t>& above, bool avx2 = false) {
+  // Column x of `above` from token columns x - 1, x, x + 1, which sit at x, x + 1, x + 2 (padding).
+  const std::uint16_t* u = two_up == nullptr ? nullptr : two_up->data() + lanes;
+#if defined(__x86_64__) || defined(__i386__)
+  if (avx2) return next_above_avx2(tokens.data(), u, lanes, above.data(), above.size());
+#else
+  (void)avx2;
+#endif
+  next_above_loop(tokens.data(), u, lanes, above.data(), above.size());
 }
 
 // One row step of the stripes that are active, the portable way: tokens, then extra bits and the
@@ -995,7 +1012,7 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
     scatter_rows(b.values.data(), width, lanes, active.data(), stripes, r, out);
 #endif
     // The next row's row two up: this segment's upper row for the second row, then the row before.
-    next_above(b.tokens, !wide ? nullptr : r == 0 ? &first_row_tokens.tokens : &b.previous, lanes, b.above);
+    next_above(b.tokens, !wide ? nullptr : r == 0 ? &first_row_tokens.tokens : &b.previous, lanes, b.above, simd);
     if (r == 0) first_row_tokens.tokens = b.tokens;
     if (wide) std::swap(b.tokens, b.previous);
     if (next_table != nullptr)
