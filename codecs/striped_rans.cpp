@@ -837,9 +837,14 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
         for (std::uint32_t slot = 0; slot < kProbScale; ++slot) e[slot] = entry(0, slot, kProbScale);
         continue;
       }
-      for (std::uint32_t k = 0; k < m.token_count; ++k)
-        for (std::uint32_t slot = cu[k]; slot < cu[k] + f[k]; ++slot)
-          e[slot] = entry(k, slot - cu[k], f[k], st.left_classes ? left_class(k) : 0);
+      for (std::uint32_t k = 0; k < m.token_count; ++k) {
+        // Loaded once: stores to `e` could otherwise alias the frequencies, which the compiler
+        // then reloads every slot (the table build was 3% of the C++ Stream on 96x96 GOPs).
+        const std::uint32_t first = cu[k], freq = f[k];
+        const std::uint32_t base = entry(k, 0, freq, st.left_classes ? left_class(k) : 0);
+        std::uint32_t* slots = e + first;
+        for (std::uint32_t j = 0; j < freq; ++j) slots[j] = base | (j << 7);
+      }
     }
   t.current = t.entries.data();
 
