@@ -14,6 +14,9 @@ MODE:
             FFV1-like quantized pixel gradients; inter residuals with the forecast's gradient as a
             second context dimension (the forecast is known to the decoder before the residual)
   interp    half-pixel motion with bilinear against H.264's 6-tap interpolation
+  above     intra residuals (median predictor) under the activity classes and, besides, the
+            quantized pixel gradients of the row above only (T - TL, T - TR: 81 classes), which a
+            striped decoder could know before the row; against FFV1's three gradients (729)
   side      inter residuals under the activity classes and a second context dimension the decoder
             knows before the residual: the forecast's gradient, the previous frame's residual
             magnitude at the same place, the previous frame's own change, the forecast's move
@@ -183,6 +186,20 @@ def run(mode, F):
             add("inter: activity classes (16)", entropy(inter, activity_class(inter)))
             add("inter: x forecast gradient (4)", entropy(inter, activity_class(inter) * 4 + g8 // 2))
             add("inter: x forecast gradient (8)", entropy(inter, activity_class(inter) * 8 + g8))
+        elif mode == "above":
+            p = np.pad(cur, ((2, 0), (2, 2)), mode="edge")
+            L, T, TL, TR = p[2:, 1:-3], p[1:-1, 2:-2], p[1:-1, 1:-3], p[1:-1, 3:-1]
+            r = cur - med(L, T, TL)
+            act = activity_class(r)
+
+            def q9(d):  # FFV1-like gradient quantization, 9 levels with sign
+                a = np.abs(d)
+                return np.sign(d) * np.select([a == 0, a <= 2, a <= 6, a <= 14], [0, 1, 2, 3], 4)
+
+            add("intra: activity classes (16)", entropy(r, act))
+            add("intra: x row-above gradients (81)", entropy(r, act * 81 + q9(T - TL) * 9 + q9(T - TR) + 40))
+            add("intra: x FFV1's three gradients (729)",
+                entropy(r, act * 729 + q9(T - TL) * 81 + q9(TL - L) * 9 + q9(T - TR) + 364))
         elif mode == "side":
             inter = median_residual(cur - p1)
             act = activity_class(inter)
@@ -215,7 +232,7 @@ def main():
     mode, folder = sys.argv[1], sys.argv[2]
     first = int(sys.argv[3]) if len(sys.argv) > 3 else 40
     count = int(sys.argv[4]) if len(sys.argv) > 4 else 8
-    if mode not in ("refs", "intra", "contexts", "interp", "side"):
+    if mode not in ("refs", "intra", "contexts", "interp", "side", "above"):
         sys.exit(__doc__)
     tot = run(mode, frames(folder, first, count))
     print(folder.rstrip("/").split("/")[-1], mode, {k: round(v / 1e3, 1) if "%" not in k else round(v, 1) for k, v in tot.items()})
