@@ -183,7 +183,7 @@ inline void next_above_loop(const std::uint16_t* t, const std::uint16_t* u, std:
 #endif
 
 void next_above(const std::vector<std::uint16_t>& tokens, const std::vector<std::uint16_t>* two_up, std::size_t lanes,
-                std::vector<std::uint16_t>& above, bool avx2 = false) {
+                std::vector<std::uint16_t>& above, bool avx2) {
   // Column x of `above` from token columns x - 1, x, x + 1, which sit at x, x + 1, x + 2 (padding).
   const std::uint16_t* u = two_up == nullptr ? nullptr : two_up->data() + lanes;
 #if defined(__x86_64__) || defined(__i386__)
@@ -970,7 +970,7 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
   RowBuffers& b = row_buffers;
   // The first row's upper row: the previous segment's first row (zeros before the first segment);
   // its row two up: zeros.
-  next_above(first_row_tokens.tokens, nullptr, lanes, b.above);
+  next_above(first_row_tokens.tokens, nullptr, lanes, b.above, simd);
   std::array<std::uint32_t, kMaxLanes> active{};
   // The SIMD kernel runs whole row steps of 8 or 16 stripes while no word stream has been read
   // past its end (the padding holds a row step's unchecked loads); the rest (a tail row of some

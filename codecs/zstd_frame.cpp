@@ -57,18 +57,24 @@ int wider_window(std::span<const std::uint8_t> bytes, int level, int window_leve
   return wider > own ? int(wider) : 0;
 }
 
+// The thread's context set to `level` and, where window_log > 0, that window; nothing else kept
+// from its last use.
+ZSTD_CCtx* configured_cctx(int level, int window_log) {
+  ZSTD_CCtx* cctx = thread_cctx();
+  ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+  if (window_log > 0) ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog, window_log);
+  return cctx;
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> compress_zstd_frame(std::span<const std::uint8_t> bytes, int level, int window_level) {
   const int window_log = wider_window(bytes, level, window_level);
   if (window_log == 0) return compress_zstd_frame(bytes, level);
-  ZSTD_CCtx* cctx = thread_cctx();
-  ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog, window_log);
+  ZSTD_CCtx* cctx = configured_cctx(level, window_log);
   std::vector<std::uint8_t> packed(ZSTD_compressBound(bytes.size()));
   const std::size_t n = ZSTD_compress2(cctx, packed.data(), packed.size(), bytes.data(), bytes.size());
-  ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
   if (ZSTD_isError(n)) throw std::runtime_error(std::string("zstd: ") + ZSTD_getErrorName(n));
   packed.resize(n);
   return packed;
@@ -82,10 +88,7 @@ namespace {
 template <class Sink>
 bool compress_streamed(std::span<const std::uint8_t> bytes, int level, std::size_t limit, Sink&& sink,
                        int window_log = 0) {
-  ZSTD_CCtx* cctx = thread_cctx();
-  ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
-  if (window_log > 0) ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog, window_log);
+  ZSTD_CCtx* cctx = configured_cctx(level, window_log);
   ZSTD_CCtx_setPledgedSrcSize(cctx, bytes.size());
   std::vector<std::uint8_t> scratch(ZSTD_CStreamOutSize());
   constexpr std::size_t kPiece = 1 << 17;
