@@ -35,7 +35,12 @@
 //           stripes, stripe l holding its rows [floor(l S / L), floor((l + 1) S / L)); bit 7: the
 //           eight-neighbour context (chunk version 5), else the six-neighbour one; bit 6: an
 //           options byte follows (chunk version 5):
-//             u8 O      bit 0: table sets; bit 1: left classes (C = 3, else C = 1)
+//             u8 O      bit 0: table sets; bit 1: left classes (C = 3, else C = 1); bit 2:
+//                       column halves (chunk version 8): the symbols are coded as if each
+//                       segment of S' rows of W columns were S = 2 S' rows of W / 2, its left
+//                       halves' rows first, then its right halves' (W even, L even, S even), so
+//                       that stripes l and l + L / 2 hold the same rows' two halves: twice the
+//                       stripes of a plane at the cost of its middle column's contexts
 //             u8 K      table sets, 2..kMaxTableSets (bit 0 only; else K = 1)
 //             K C - 1   models 1..K C - 1 (the model above is model 0) with model 0's scheme,
 //                       context count and thresholds; model s C + c serves set s, left class c
@@ -79,6 +84,7 @@ constexpr std::uint8_t kOptions = 0x40;
 // The options byte's flags: several table sets, the left token's class in the context.
 constexpr std::uint8_t kOptionTableSets = 0x01;
 constexpr std::uint8_t kOptionLeftClasses = 0x02;
+constexpr std::uint8_t kOptionColumnHalves = 0x04;
 constexpr std::size_t kMaxTableSets = 8;
 constexpr std::size_t kLeftClasses = 3;
 // The least estimated saving for which the encoder splits contexts by left classes (mire2: 2.0%
@@ -274,11 +280,8 @@ constexpr WordPermutations kWordPermutations;
 // (8 columns of 8 lanes in, 8 lanes' rows of 8 columns out); the columns beyond the last whole
 // tile the portable way. The same stores as scatter_rows.
 template <int G>
-[[gnu::target("avx2")]] void scatter_rows_avx2(const std::uint32_t* values, std::size_t width, const Stripes& stripes,
-                                              std::size_t r, std::uint32_t* out) {
+[[gnu::target("avx2")]] void scatter_rows_avx2(const std::uint32_t* values, std::size_t width, std::uint32_t* const* row) {
   constexpr std::size_t L = kGroup * G;
-  std::array<std::uint32_t*, L> row;
-  for (std::size_t l = 0; l < L; ++l) row[l] = out + (stripes.start[l] + r) * width;
   const std::size_t whole = width / 8 * 8;
   for (std::size_t x = 0; x < whole; x += 8)
     for (int g = 0; g < G; ++g) {
@@ -297,21 +300,23 @@ template <int G>
 // registers, 4 x 4 within each 128-bit lane, then the lanes 4 x 4 (64 shuffles a tile against the
 // 96 of four 8 x 8 ones); the columns beyond the last whole tile the portable way. The same stores
 // as scatter_rows.
+// With V = 2 (32 stripes) each half of the lanes is its own tile.
+template <int V>
 [[gnu::target("avx2,avx512f,avx512vl,avx512bw,avx512dq")]] void scatter_rows_zmm(const std::uint32_t* values,
                                                                                  std::size_t width,
-                                                                                 const Stripes& stripes, std::size_t r,
-                                                                                 std::uint32_t* out) {
-  constexpr std::size_t L = 16;
-  std::array<std::uint32_t*, L> row;
-  for (std::size_t l = 0; l < L; ++l) row[l] = out + (stripes.start[l] + r) * width;
-  const std::size_t whole = width / L * L;
-  for (std::size_t x = 0; x < whole; x += L) {
+                                                                                 std::uint32_t* const* lane_rows) {
+  constexpr std::size_t T = 16, L = T * V;
+  const std::size_t whole = width / T * T;
+  for (std::size_t x = 0; x < whole; x += T)
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v) {
+    std::uint32_t* const* row = lane_rows + T * v;
     // d[4j + m], 128-bit lane q: stripe 4q + m, columns x + 4j .. x + 4j + 3.
-    __m512i d[L];
+    __m512i d[T];
     for (std::size_t j = 0; j < 4; ++j) {
-      const __m512i* in = reinterpret_cast<const __m512i*>(values + (x + 4 * j) * L);
-      const __m512i a = _mm512_loadu_si512(in), b = _mm512_loadu_si512(in + 1);
-      const __m512i c = _mm512_loadu_si512(in + 2), e = _mm512_loadu_si512(in + 3);
+      const std::uint32_t* in = values + (x + 4 * j) * L + T * v;
+      const __m512i a = _mm512_loadu_si512(in), b = _mm512_loadu_si512(in + L);
+      const __m512i c = _mm512_loadu_si512(in + 2 * L), e = _mm512_loadu_si512(in + 3 * L);
       const __m512i t0 = _mm512_unpacklo_epi32(a, b), t1 = _mm512_unpackhi_epi32(a, b);
       const __m512i t2 = _mm512_unpacklo_epi32(c, e), t3 = _mm512_unpackhi_epi32(c, e);
       d[4 * j] = _mm512_unpacklo_epi64(t0, t2);
@@ -329,7 +334,7 @@ template <int G>
     }
   }
   for (std::size_t x = whole; x < width; ++x)
-    for (std::size_t l = 0; l < L; ++l) row[l][x] = values[x * L + l];
+    for (std::size_t l = 0; l < L; ++l) lane_rows[l][x] = values[x * L + l];
 }
 #endif
 
@@ -339,12 +344,12 @@ template <int G>
 constexpr std::size_t kScatterTile = 32;
 
 void scatter_rows(const std::uint32_t* values, std::size_t width, std::size_t lanes, const std::uint32_t* active,
-                  const Stripes& stripes, std::size_t r, std::uint32_t* out) {
+                  std::uint32_t* const* row) {
   for (std::size_t x0 = 0; x0 < width; x0 += kScatterTile) {
     const std::size_t x1 = std::min(width, x0 + kScatterTile);
     for (std::size_t l = 0; l < lanes; ++l) {
       if (!active[l]) continue;
-      std::uint32_t* o = out + (stripes.start[l] + r) * width;
+      std::uint32_t* o = row[l];
       const std::uint32_t* v = values + l;
       for (std::size_t x = x0; x < x1; ++x) o[x] = v[x * lanes];
     }
@@ -354,11 +359,14 @@ void scatter_rows(const std::uint32_t* values, std::size_t width, std::size_t la
 }  // namespace
 
 std::size_t striped_rans_lanes(std::size_t rows, std::size_t row_width) {
-  // The most stripes a segment's rows allow: 16 (two vectors, whose gathers overlap) once each has
+  // The most stripes a segment's rows allow: 32 or 16 (vectors whose gathers overlap) once each has
   // 6 rows, 8 from 8 rows, else one. The encoder takes fewer where their cost estimate says so.
   // (96-row planes: 16 stripes of 6 rows decoded the loader benchmark's 96x96 frames 1.07-1.12x
-  // faster on one thread than 8 of 12, for 0.19% of size.)
+  // faster on one thread than 8 of 12, for 0.19% of size. 32 stripes: two chains of 16 lanes in the
+  // AVX-512 kernel, mire2 decoded 1.2x faster for 0.07% of size; vtest's planes keep 16, where 32
+  // would cost 1.7% by the estimate: docs/performance.md.)
   (void)row_width;
+  if (rows >= 32 * 6) return 32;
   if (rows >= 16 * 6) return 16;
   if (rows >= 8 * 8) return 8;
   return 1;
@@ -404,22 +412,27 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     throw std::invalid_argument("encode_striped_rans: the symbols are not whole rows");
   }
   const TokenScheme scheme;
-  const std::size_t n = ranks.size(), width = row_width, rows = n / width;
+  // width, rows, segment_rows: of the rows as coded (with column halves, set below, half rows).
+  const std::size_t n = ranks.size();
+  std::size_t width = row_width, rows = n / width;
   if (segment_rows == 0 || segment_rows > rows) segment_rows = std::max<std::size_t>(rows, 1);
   const std::uint32_t token_count = scheme.token_count(std::max<std::uint64_t>(alphabet_size, 1));
 
   const std::vector<std::uint8_t> tokens = tokens_of(ranks, alphabet_size, "encode_striped_rans");
   const ClassTable classes = class_table(kHalfOctaveThresholds);
   bool wide = context != StripedContext::six;
-  // One row's contexts from its tokens `t`, the row above (`up`) and the one above that (`up2`,
-  // eight-neighbour shape only); nullptr: zeros. The decoder's sums, term for term.
+  // The class of column x of a row of w columns from its tokens `t`, the row above (`up`) and the
+  // one above that (`up2`, eight-neighbour shape only); nullptr: zeros. The decoder's sums, term
+  // for term.
+  auto class_at = [&](const std::uint8_t* t, const std::uint8_t* up, const std::uint8_t* up2, std::size_t x, std::size_t w) {
+    std::uint32_t a = x > 0 ? 2u * t[x - 1] : 0u;
+    if (up != nullptr) a += 2u * up[x] + (x > 0 ? up[x - 1] : 0u) + (x + 1 < w ? up[x + 1] : 0u);
+    if (wide) a += (x > 1 ? t[x - 2] : 0u) + (up2 != nullptr ? up2[x] : 0u);
+    return classes[a];
+  };
+  // One row's contexts.
   auto row_contexts = [&](const std::uint8_t* t, const std::uint8_t* up, const std::uint8_t* up2, std::uint16_t* k) {
-    auto at = [&](std::size_t x) {
-      std::uint32_t a = x > 0 ? 2u * t[x - 1] : 0u;
-      if (up != nullptr) a += 2u * up[x] + (x > 0 ? up[x - 1] : 0u) + (x + 1 < width ? up[x + 1] : 0u);
-      if (wide) a += (x > 1 ? t[x - 2] : 0u) + (up2 != nullptr ? up2[x] : 0u);
-      return classes[a];
-    };
+    auto at = [&](std::size_t x) { return class_at(t, up, up2, x, width); };
     const std::size_t edge = std::min<std::size_t>(width, 2);
     for (std::size_t x = 0; x < edge; ++x) k[x] = at(x);
     if (width < 4 || up == nullptr || (wide && up2 == nullptr)) {
@@ -438,7 +451,17 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     }
     k[width - 1] = at(width - 1);
   };
-  auto row_tokens = [&](std::size_t row) { return row == SIZE_MAX ? nullptr : tokens.data() + row * width; };
+  // Where row `row` (as coded) starts in `tokens` and `ranks`: with column halves (set below) a
+  // segment's rows are its plane rows' left halves, then their right halves.
+  bool in_halves = false;
+  auto row_offset = [&](std::size_t row) {
+    if (!in_halves) return row * width;
+    const std::size_t first = row / segment_rows * segment_rows, plane_rows = std::min(segment_rows, rows - first) / 2;
+    const std::size_t r = row - first, part = r / plane_rows;
+    return (first / 2 + r - part * plane_rows) * 2 * width + part * width;
+  };
+  auto token_row = [&](std::size_t row) { return tokens.data() + row_offset(row); };
+  auto row_tokens = [&](std::size_t row) { return row == SIZE_MAX ? nullptr : token_row(row); };
   // With one stripe a row's upper rows are the ones above it; a segment's first row has the
   // previous segment's first row above it (the same place one frame earlier, when segments are
   // planes) and nothing two up. fn(row, upper, two up).
@@ -497,8 +520,13 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     bool wide;
     std::size_t lanes;
     double bits;
+    bool halves = false;
   };
   std::vector<Candidate> candidates;
+  // Column halves (kOptionColumnHalves) double 16 stripes to 32; only the contexts of the columns
+  // beside the middle change (the left half's last loses its upper right, the right half's first
+  // two their left ones), so their estimate is the 16 stripes' with those moved.
+  const bool halves_possible = most >= 16 && width % 2 == 0 && width >= 16;
   for (const bool shape : {false, true}) {
     if ((context == StripedContext::six && shape) || (context == StripedContext::eight && !shape)) continue;
     wide = shape;
@@ -511,7 +539,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     };
     std::size_t pending = 0;  // symbols in `part`, kept below 2^32
     for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) {
-      const std::uint8_t* t = tokens.data() + row * width;
+      const std::uint8_t* t = token_row(row);
       row_contexts(t, row_tokens(upper), row_tokens(upper2), row_index.data());
       std::size_t x = 0;
       for (; x + 4 <= width; x += 4)
@@ -524,11 +552,11 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     });
     flush();
     candidates.push_back({shape, 1, estimated_bits(single)});
-    for (std::size_t lanes = most; lanes > 1; lanes = lanes > kGroup ? kGroup : 1) {
+    for (std::size_t lanes = most; lanes > 1; lanes = lanes > kGroup ? lanes / 2 : 1) {
       std::vector<std::uint64_t> striped = single;
       for_each_first_row(lanes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t single_upper,
                                     std::size_t single_upper2) {
-        const std::uint8_t* t = tokens.data() + row * width;
+        const std::uint8_t* t = token_row(row);
         row_contexts(t, row_tokens(single_upper), row_tokens(single_upper2), single_index.data());
         row_contexts(t, row_tokens(upper), row_tokens(upper2), row_index.data());
         for (std::size_t x = 0; x < width; ++x) {
@@ -537,6 +565,29 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
         }
       });
       candidates.push_back({shape, lanes, estimated_bits(striped)});
+      if (lanes == 16 && halves_possible) {
+        // Each row's upper rows with 16 stripes: one stripe's, the first rows' patched.
+        std::vector<std::array<std::size_t, 2>> uppers(rows);
+        for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) { uppers[row] = {upper, upper2}; });
+        for_each_first_row(16, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t, std::size_t) {
+          uppers[row] = {upper, upper2};
+        });
+        const std::size_t half = width / 2;
+        for (std::size_t row = 0; row < rows; ++row) {
+          const std::uint8_t* t = token_row(row);
+          const std::uint8_t* up = row_tokens(uppers[row][0]);
+          const std::uint8_t* up2 = row_tokens(uppers[row][1]);
+          for (std::size_t x = half - 1; x <= half + 1; ++x) {
+            const std::size_t whole = class_at(t, up, up2, x, width);
+            const std::size_t part = x < half ? class_at(t, up, up2, x, half)
+                                              : class_at(t + half, up ? up + half : up, up2 ? up2 + half : up2, x - half,
+                                                         width - half);
+            --striped[whole * kMaxTokens + t[x]];
+            ++striped[part * kMaxTokens + t[x]];
+          }
+        }
+        candidates.push_back({shape, 2 * lanes, estimated_bits(striped), true});
+      }
     }
   }
   // Stripes cost ratio where their first rows lose the rows above (smooth data, few rows a
@@ -551,16 +602,23 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     const bool allowed = c.lanes == 1 || c.bits <= best_single * (1 + kMaxStripeCost);
     if (allowed && (chosen == nullptr || c.lanes > chosen->lanes || (c.lanes == chosen->lanes && c.bits < chosen->bits))) chosen = &c;
   }
+  // Column halves: from here on the rows are half rows, in their coded order (row_offset).
+  if (chosen->halves) {
+    in_halves = true;
+    width /= 2;
+    rows *= 2;
+    segment_rows *= 2;
+  }
   const std::size_t lanes = chosen->lanes;
   wide = chosen->wide;
   // The contexts of the choice: one stripe's, the stripes' first rows patched.
   std::vector<std::uint16_t> index(n);
   for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) {
-    row_contexts(tokens.data() + row * width, row_tokens(upper), row_tokens(upper2), index.data() + row * width);
+    row_contexts(token_row(row), row_tokens(upper), row_tokens(upper2), index.data() + row * width);
   });
   if (lanes > 1) {
     for_each_first_row(lanes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t, std::size_t) {
-      row_contexts(tokens.data() + row * width, row_tokens(upper), row_tokens(upper2), index.data() + row * width);
+      row_contexts(token_row(row), row_tokens(upper), row_tokens(upper2), index.data() + row * width);
     });
   }
   auto for_each_segment = [&](auto&& fn) {
@@ -592,7 +650,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
       if ((pending += width) >= (std::size_t{1} << 31)) add_halves(), pending = width;
       std::uint32_t left = 0;
       std::uint16_t* k = index.data() + row * width;
-      const std::uint8_t* t = tokens.data() + row * width;
+      const std::uint8_t* t = token_row(row);
       std::size_t x = 0;
       for (; x + 2 <= width; x += 2) {
         k[x] = static_cast<std::uint16_t>((left_class(left) * kMaxContexts + k[x]) * kMaxTokens + t[x]);
@@ -677,8 +735,8 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   for_each_segment([&](std::size_t first, const Stripes& stripes) {
     for (std::size_t l = 0; l < stripes.lanes; ++l)
       for (std::size_t r = 0; r < stripes.length(l); ++r) {
-        const std::size_t row = first + stripes.start[l] + r;
-        for (std::size_t i = row * width; i < (row + 1) * width; ++i)
+        const std::size_t at = row_offset(first + stripes.start[l] + r);
+        for (std::size_t i = at; i < at + width; ++i)
           if (const std::uint8_t bits = token_bits[tokens[i]]; bits > 0) extras[l].put(ranks[i] - token_base[tokens[i]], bits);
       }
   });
@@ -710,7 +768,8 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   write_model(models[0], out);
   append_varint(segment_rows, out);
   const std::size_t sets = models.size() / models_per_set;
-  const std::uint8_t options = (sets > 1 ? kOptionTableSets : 0) | (left_classes ? kOptionLeftClasses : 0);
+  const std::uint8_t options = (sets > 1 ? kOptionTableSets : 0) | (left_classes ? kOptionLeftClasses : 0) |
+                              (chosen->halves ? kOptionColumnHalves : 0);
   out.push_back(static_cast<std::uint8_t>(lanes | (wide ? kEightNeighbours : 0) | (options != 0 ? kOptions : 0)));
   if (options != 0) {
     out.push_back(options);
@@ -739,7 +798,9 @@ struct StripedRansDecoder::State {
   std::vector<std::uint8_t, BufferAllocator<std::uint8_t>> extra;  // the stripes' extra bits, each padded
   std::vector<std::uint8_t, BufferAllocator<std::uint8_t>> words;  // the groups' word streams, each padded
   std::array<std::uint64_t, kMaxLanes> extra_size{};    // bytes of each stripe's extra bits
-  std::size_t width = 0, lanes = 0, segment_rows = 0, rows = 0, rows_done = 0;
+  // width, rows, segment_rows: a stripe's rows as the coder sees them (with column halves, half a
+  // plane's row each, twice as many); parts: 2 with column halves, else 1.
+  std::size_t width = 0, lanes = 0, segment_rows = 0, rows = 0, rows_done = 0, parts = 1;
   std::uint32_t max_rank = 0;
   std::vector<std::uint32_t> symbols;  // empty: ranks out
   SimdPath path = SimdPath::portable;
@@ -770,10 +831,6 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
   std::size_t pos = 0;
   ContextModel first_model = read_model(bytes, pos, alphabet_size);
   const std::uint64_t segment_rows = read_varint(bytes, pos);
-  if (segment_rows == 0 || segment_rows > std::max<std::size_t>(st.rows, 1)) {
-    throw CodecError("striped rans coder: bad segment size");
-  }
-  st.segment_rows = segment_rows;
   if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
   st.wide = (bytes[pos] & kEightNeighbours) != 0;
   const bool has_options = (bytes[pos] & kOptions) != 0;
@@ -783,8 +840,20 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
   if (has_options) {
     if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
     options = bytes[pos++];
-    if (options == 0 || (options & ~(kOptionTableSets | kOptionLeftClasses)) != 0) throw CodecError("striped rans coder: bad options");
+    if (options == 0 || (options & ~(kOptionTableSets | kOptionLeftClasses | kOptionColumnHalves)) != 0)
+      throw CodecError("striped rans coder: bad options");
   }
+  if (options & kOptionColumnHalves) {
+    if (row_width % 2 != 0 || st.lanes % 2 != 0 || segment_rows % 2 != 0)
+      throw CodecError("striped rans coder: column halves of an odd width, stripe count or segment");
+    st.parts = 2;
+    st.width = row_width / 2;
+    st.rows = 2 * st.rows;
+  }
+  if (segment_rows == 0 || segment_rows > std::max<std::size_t>(st.rows, 1)) {
+    throw CodecError("striped rans coder: bad segment size");
+  }
+  st.segment_rows = segment_rows;
   st.left_classes = (options & kOptionLeftClasses) != 0;
   std::size_t sets = 1;
   if (options & kOptionTableSets) {
@@ -904,7 +973,7 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
   const std::uint64_t reach = st.extra.size() + 4 * std::uint64_t{count};
   std::uint32_t max_extra = 0;
   for (std::uint32_t k = 0; k < model.token_count; ++k) max_extra = std::max(max_extra, t.extra_bits[k]);
-  st.simd = path >= SimdPath::avx2 && (st.lanes == 8 || st.lanes == 16) && !st.symbols.empty() &&
+  st.simd = path >= SimdPath::avx2 && (st.lanes == 8 || st.lanes == 16 || st.lanes == 32) && !st.symbols.empty() &&
             model.scheme.split_exp == kScheme.split_exp && model.scheme.msb_bits == kScheme.msb_bits &&
             max_extra <= kSimdMaxExtraBits && reach < (std::uint64_t{1} << 31) && model.contexts == kMaxContexts &&
             std::equal(kHalfOctaveThresholds.begin(), kHalfOctaveThresholds.end(), model.thresholds.begin());
@@ -972,6 +1041,14 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
   // its row two up: zeros.
   next_above(first_row_tokens.tokens, nullptr, lanes, b.above, simd);
   std::array<std::uint32_t, kMaxLanes> active{};
+  // Where each stripe's rows go: rows of `stride` values; with column halves, stripe l < L / 2
+  // holds left halves of the segment's rows, stripe l + L / 2 the right halves of the same rows.
+  const std::size_t stride = parts * width, plane_rows = count / parts;
+  std::array<std::uint32_t*, kMaxLanes> lane_row{}, row{};
+  for (std::size_t l = 0; l < lanes; ++l) {
+    const std::size_t part = std::min(parts - 1, stripes.start[l] / std::max<std::size_t>(plane_rows, 1));
+    lane_row[l] = out + (stripes.start[l] - part * plane_rows) * stride + part * width;
+  }
   // The SIMD kernel runs whole row steps of 8 or 16 stripes while no word stream has been read
   // past its end (the padding holds a row step's unchecked loads); the rest (a tail row of some
   // stripes, a damaged stream) is decoded the portable way, which reads the same words and bits.
@@ -992,8 +1069,8 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
         // 16 stripes the one whose vectors hold all 16 (1.22x the two-vector kernel's speed on
         // vtest's colour planes, an Intel Xeon: docs/performance.md).
         const bool registers = path == SimdPath::avx512 && (r % 16 == 0 || 4 * s.far_steps <= width * group_count(lanes));
-        const auto kernel = registers ? (lanes == 16 ? decode_row_zmm : decode_row_avx512<1>)
-                                      : (lanes == 16 ? decode_row_avx2<2> : decode_row_avx2<1>);
+        const auto kernel = registers ? (lanes == 32 ? decode_row_zmm<2> : lanes == 16 ? decode_row_zmm<1> : decode_row_avx512<1>)
+                                      : (lanes == 32 ? decode_row_avx2<4> : lanes == 16 ? decode_row_avx2<2> : decode_row_avx2<1>);
         kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
         done = true;
       }
@@ -1003,18 +1080,23 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       decode_row_portable(t, b.above.data(), b.tokens.data(), b.values.data(), width, lanes, active.data(), map,
                           max_rank, wide, s);
     }
+    for (std::size_t l = 0; l < lanes; ++l) row[l] = lane_row[l] + r * stride;
 #ifdef TEZIP_HAVE_AVX2_KERNEL
-    if (simd && all && lanes == 16 && path == SimdPath::avx512) {
-      scatter_rows_zmm(b.values.data(), width, stripes, r, out);
+    if (simd && all && lanes == 32 && path == SimdPath::avx512) {
+      scatter_rows_zmm<2>(b.values.data(), width, row.data());
+    } else if (simd && all && lanes == 32) {
+      scatter_rows_avx2<4>(b.values.data(), width, row.data());
+    } else if (simd && all && lanes == 16 && path == SimdPath::avx512) {
+      scatter_rows_zmm<1>(b.values.data(), width, row.data());
     } else if (simd && all && lanes == 16) {
-      scatter_rows_avx2<2>(b.values.data(), width, stripes, r, out);
+      scatter_rows_avx2<2>(b.values.data(), width, row.data());
     } else if (simd && all && lanes == 8) {
-      scatter_rows_avx2<1>(b.values.data(), width, stripes, r, out);
+      scatter_rows_avx2<1>(b.values.data(), width, row.data());
     } else {
-      scatter_rows(b.values.data(), width, lanes, active.data(), stripes, r, out);
+      scatter_rows(b.values.data(), width, lanes, active.data(), row.data());
     }
 #else
-    scatter_rows(b.values.data(), width, lanes, active.data(), stripes, r, out);
+    scatter_rows(b.values.data(), width, lanes, active.data(), row.data());
 #endif
     // The next row's row two up: this segment's upper row for the second row, then the row before.
     next_above(b.tokens, !wide ? nullptr : r == 0 ? &first_row_tokens.tokens : &b.previous, lanes, b.above, simd);

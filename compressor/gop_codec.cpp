@@ -32,8 +32,10 @@ using codecs::PlaneTransform;
 // 2: per-block forecast maps; 3: channel deltas; 4: coded motion; 5: the striped rANS coder's
 // eight-neighbour context (codecs/striped_rans.hpp), which older readers would misread; 6: a
 // channel plan per colour frame (codecs/channel_plan.hpp) in place of the channel-delta flags; 7:
-// spatial blocks in motion fields (codecs::kSpatialBlock), which older readers refuse.
-constexpr std::uint8_t kChunkVersion = 7;
+// spatial blocks in motion fields (codecs::kSpatialBlock), which older readers refuse; 8: the
+// striped rANS coder's column halves (codecs/striped_rans.cpp), which older readers refuse as
+// bad options.
+constexpr std::uint8_t kChunkVersion = 8;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;

@@ -89,11 +89,12 @@ TEST_CASE("archives written by the torch engine of tezip 7e1b983 decode bit for 
   }
 }
 
-TEST_CASE("archives of chunk versions 4, 5 (channel deltas) and 6 still decode bit for bit", "[exact][cli]") {
+TEST_CASE("archives of chunk versions 4, 5 (channel deltas), 6 and 7 still decode bit for bit", "[exact][cli]") {
   // tests/data/README.md: the first 4 frames of the vtest sample, by tezip 853e7c0 (version 4: six-
   // neighbour striped contexts; lossless) and 881fd4c (version 5: channel-delta flags, which chunk
   // version 6 replaced by channel plans; abs 2) and 3b1373a (version 6: coded motion without spatial
-  // blocks; abs 2). All are colour: the delta flags of 4 and 5 decode as plans.
+  // blocks; abs 2) and 5cf1655 (version 7: striped streams without column halves; lossless). All
+  // are colour: the delta flags of 4 and 5 decode as plans.
   test::TempDir dir;
   const fs::path frames = dir / "frames";
   fs::create_directories(frames);
@@ -103,7 +104,7 @@ TEST_CASE("archives of chunk versions 4, 5 (channel deltas) and 6 still decode b
   REQUIRE(files.size() >= 4);
   for (std::size_t i = 0; i < 4; ++i) fs::copy_file(files[i], frames / files[i].filename());
   for (const auto& [name, max_error] : {std::pair{"vtest4-chunk4-lossless.tzp", 0}, std::pair{"vtest4-chunk5-abs2.tzp", 2},
-                                            std::pair{"vtest4-chunk6-abs2.tzp", 2}}) {
+                                            std::pair{"vtest4-chunk6-abs2.tzp", 2}, std::pair{"vtest4-chunk7-lossless.tzp", 0}}) {
     INFO(name);
     const fs::path archive = kFixtures / name;
     const auto report = verify(archive, frames, 1);

@@ -122,8 +122,10 @@ std::vector<std::uint32_t> delta_noise_ranks(std::size_t width, std::size_t rows
 
 }  // namespace
 
-TEST_CASE("striped rans picks 16 stripes for planes of 96 rows or more, 8 from 64, else 1", "[codecs][striped]") {
-  CHECK(striped_rans_lanes(288, 384) == 16);
+TEST_CASE("striped rans allows 32 stripes from 192 rows, 16 from 96, 8 from 64, else 1", "[codecs][striped]") {
+  CHECK(striped_rans_lanes(288, 384) == 32);
+  CHECK(striped_rans_lanes(192, 1) == 32);
+  CHECK(striped_rans_lanes(191, 1000) == 16);
   CHECK(striped_rans_lanes(96, 1) == 16);
   CHECK(striped_rans_lanes(95, 1000) == 8);
   CHECK(striped_rans_lanes(64, 64) == 8);
@@ -135,11 +137,13 @@ TEST_CASE("striped rans round-trips on every kernel path: stripes, tails, segmen
   struct Shape {
     std::size_t width, rows, segment_rows;
   };
-  // 1, 8 and 16 stripes; stripe lengths that differ (130 = 8 x 16 + 2); a last segment shorter
-  // than the others (300 = 2 x 128 + 44, whose 44 rows get 16 stripes of 2 or 3 rows); more stripes
-  // than rows in a segment; a segment of the whole stream (0).
-  const std::vector<Shape> shapes = {{1, 1, 0},    {7, 3, 0},     {64, 64, 64},  {384, 288, 288}, {33, 130, 130},
-                                     {50, 300, 128}, {17, 160, 150}, {5, 200, 0}, {1, 256, 128}, {3, 1000, 250}};
+  // 1, 8, 16 and 32 stripes; stripe lengths that differ (130 = 8 x 16 + 2, 200 = 32 x 6 + 8); a
+  // last segment shorter than the others (300 = 2 x 128 + 44, whose 44 rows get 16 stripes of 2 or
+  // 3 rows; 700 = 2 x 250 + 200); more stripes than rows in a segment; a segment of the whole
+  // stream (0).
+  const std::vector<Shape> shapes = {{1, 1, 0},     {7, 3, 0},      {64, 64, 64}, {384, 288, 288}, {33, 130, 130},
+                                     {50, 300, 128}, {17, 160, 150}, {5, 200, 0},  {1, 256, 128},   {3, 1000, 250},
+                                     {40, 700, 250}, {19, 200, 0}};
   for (const auto& s : shapes)
     for (double scale : {0.05, 1.0, 40.0}) {
       const auto ranks = laplacian_ranks(s.width, s.rows, scale, 11);
@@ -189,6 +193,7 @@ TEST_CASE("striped rans decodes segment by segment as it decodes whole", "[codec
   const auto ranks = laplacian_ranks(width, plane * planes, 2.0, 8);
   const std::uint64_t alphabet = alphabet_of(ranks);
   const auto bytes = encode_striped_rans(ranks, width, plane, alphabet);
+  REQUIRE((options_byte(bytes, alphabet) & 4) != 0);  // column halves: each request is half-rows inside
   for (const SimdPath path : paths()) {
     StripedRansDecoder decoder(bytes, width, ranks.size(), alphabet, {}, path);
     std::vector<std::uint32_t> out(ranks.size());
@@ -250,10 +255,21 @@ TEST_CASE("striped rans gives channels their own tables where that is smaller", 
 }
 
 TEST_CASE("striped rans: every path agrees on damaged streams, and none crashes", "[codecs][striped]") {
-  const std::size_t width = 48, rows = 256;
+  // 32 stripes of rows (an odd width has no column halves), and 16 with column halves (the
+  // AVX-512 kernel's two vectors either way).
+  for (const std::size_t width : {47, 48}) {
+    const auto ranks = laplacian_ranks(width, 256, 4.0, 21);
+    const auto bytes = encode_striped_rans(ranks, width, width % 2 == 1 ? 256 : 128, alphabet_of(ranks));
+    REQUIRE((stripe_byte(bytes, alphabet_of(ranks)) & 0x3F) == 32);
+    REQUIRE(bool(options_byte(bytes, alphabet_of(ranks)) & 4) == (width % 2 == 0));
+    CHECK(damaged_errors(bytes, width, ranks.size(), alphabet_of(ranks), 4) > 250);
+  }
+  // 16 stripes of rows.
+  const std::size_t width = 47, rows = 256;
   const auto ranks = laplacian_ranks(width, rows, 4.0, 21);
   const std::uint64_t alphabet = alphabet_of(ranks);
   const auto bytes = encode_striped_rans(ranks, width, 128, alphabet);
+  REQUIRE((stripe_byte(bytes, alphabet) & 0x3F) == 16);
   std::size_t errors = damaged_errors(bytes, width, ranks.size(), alphabet, 3);
   auto longer = bytes;
   longer.push_back(0);
@@ -322,12 +338,19 @@ TEST_CASE("the encoder takes fewer stripes where their first rows would cost rat
   auto stripes_of = [](const std::vector<std::uint8_t>& bytes, std::uint64_t alphabet) {
     return std::size_t(stripe_byte(bytes, alphabet) & 0x3F);
   };
-  // Independent residuals: the row above tells nothing, 16 stripes cost nothing.
+  // Independent residuals: the row above tells nothing, 32 stripes cost nothing: of rows from 192
+  // rows, else 16 with column halves, or 16 of rows where the width is odd.
   std::vector<std::uint32_t> noisy(160 * 288 * 4);
   std::mt19937 noise(3);
   std::geometric_distribution<std::uint32_t> magnitude(0.3);
   for (auto& v : noisy) v = magnitude(noise);
-  CHECK(stripes_of(encode_striped_rans(noisy, 160, 288, alphabet_of(noisy)), alphabet_of(noisy)) == 16);
+  const std::uint64_t a = alphabet_of(noisy);
+  CHECK(stripes_of(encode_striped_rans(noisy, 160, 288, a), a) == 32);
+  const auto halves = encode_striped_rans(noisy, 160, 144, a);
+  CHECK(stripes_of(halves, a) == 32);
+  CHECK((options_byte(halves, a) & 4) != 0);
+  const std::vector<std::uint32_t> odd(noisy.begin(), noisy.begin() + 159 * 144 * 4);
+  CHECK(stripes_of(encode_striped_rans(odd, 159, 144, alphabet_of(odd)), alphabet_of(odd)) == 16);
   // Smooth structure that repeats from row to row but not from plane to plane: losing the row above
   // at every stripe start would cost, so the encoder keeps one stripe.
   std::vector<std::uint32_t> smooth;
@@ -399,7 +422,7 @@ TEST_CASE("striped rans splits contexts by the left token's class where that is 
   const auto split = encode_striped_rans(ranks, width, plane, alphabet);
   const auto plain = encode_striped_rans(ranks, width, plane, alphabet, StripedContext::measured, 1, false);
   CHECK((options_byte(split, alphabet) & 2) != 0);
-  CHECK(options_byte(plain, alphabet) == 0);
+  CHECK((options_byte(plain, alphabet) & 2) == 0);
   CHECK(double(split.size()) < 0.99 * double(plain.size()));  // 1.8% here
   for (const SimdPath path : paths()) {
     INFO("path " << simd_name(path));
