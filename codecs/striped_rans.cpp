@@ -308,7 +308,6 @@ template <int V>
   constexpr std::size_t T = 16, L = T * V;
   const std::size_t whole = width / T * T;
   for (std::size_t x = 0; x < whole; x += T)
-#pragma GCC unroll 2
   for (int v = 0; v < V; ++v) {
     std::uint32_t* const* row = lane_rows + T * v;
     // d[4j + m], 128-bit lane q: stripe 4q + m, columns x + 4j .. x + 4j + 3.
@@ -523,10 +522,11 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     bool halves = false;
   };
   std::vector<Candidate> candidates;
-  // Column halves (kOptionColumnHalves) double 16 stripes to 32; only the contexts of the columns
-  // beside the middle change (the left half's last loses its upper right, the right half's first
-  // two their left ones), so their estimate is the 16 stripes' with those moved.
-  const bool halves_possible = most >= 16 && width % 2 == 0 && width >= 16;
+  // Column halves (kOptionColumnHalves) double 16 stripes to 32 lanes, 8 to 16 (the AVX-512
+  // kernel's vectors); only the contexts of the columns beside the middle change (the left half's
+  // last loses its upper right, the right half's first two their left ones), so their estimate is
+  // the stripes' with those moved.
+  const bool halves_possible = most >= 8 && width % 2 == 0 && width >= 16;
   for (const bool shape : {false, true}) {
     if ((context == StripedContext::six && shape) || (context == StripedContext::eight && !shape)) continue;
     wide = shape;
@@ -565,11 +565,11 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
         }
       });
       candidates.push_back({shape, lanes, estimated_bits(striped)});
-      if (lanes == 16 && halves_possible) {
-        // Each row's upper rows with 16 stripes: one stripe's, the first rows' patched.
+      if ((lanes == 16 || lanes == 8) && halves_possible) {
+        // Each row's upper rows with these stripes: one stripe's, the first rows' patched.
         std::vector<std::array<std::size_t, 2>> uppers(rows);
         for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) { uppers[row] = {upper, upper2}; });
-        for_each_first_row(16, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t, std::size_t) {
+        for_each_first_row(lanes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t, std::size_t) {
           uppers[row] = {upper, upper2};
         });
         const std::size_t half = width / 2;

@@ -339,7 +339,7 @@ TEST_CASE("the encoder takes fewer stripes where their first rows would cost rat
     return std::size_t(stripe_byte(bytes, alphabet) & 0x3F);
   };
   // Independent residuals: the row above tells nothing, 32 stripes cost nothing: of rows from 192
-  // rows, else 16 with column halves, or 16 of rows where the width is odd.
+  // rows, else 16 with column halves (8 halved below 96 rows), or 16 of rows where the width is odd.
   std::vector<std::uint32_t> noisy(160 * 288 * 4);
   std::mt19937 noise(3);
   std::geometric_distribution<std::uint32_t> magnitude(0.3);
@@ -349,6 +349,9 @@ TEST_CASE("the encoder takes fewer stripes where their first rows would cost rat
   const auto halves = encode_striped_rans(noisy, 160, 144, a);
   CHECK(stripes_of(halves, a) == 32);
   CHECK((options_byte(halves, a) & 4) != 0);
+  const auto eight = encode_striped_rans(noisy, 160, 80, a);  // 8 stripes of 10 rows, halved
+  CHECK(stripes_of(eight, a) == 16);
+  CHECK((options_byte(eight, a) & 4) != 0);
   const std::vector<std::uint32_t> odd(noisy.begin(), noisy.begin() + 159 * 144 * 4);
   CHECK(stripes_of(encode_striped_rans(odd, 159, 144, alphabet_of(odd)), alphabet_of(odd)) == 16);
   // Smooth structure that repeats from row to row but not from plane to plane: losing the row above
