@@ -22,15 +22,17 @@ using namespace tezip;
 
 namespace {
 
-// (T, H, W[, C]) interleaved, or (H, W[, C]) when `squeeze` drops T == 1.
+// (T, H, W[, C]) interleaved or (T, [C, ]H, W) planar, without T when `squeeze` drops T == 1.
 py::array to_array(Clip&& clip, bool squeeze) {
   const auto& g = clip.geometry;
   const std::size_t element = clip.element_size();
+  const bool planar = clip.layout == ClipLayout::Planar && g.channels > 1;
   std::vector<py::ssize_t> shape, strides;
   if (!squeeze) shape.push_back(py::ssize_t(clip.length));
+  if (planar) shape.push_back(py::ssize_t(g.channels));
   shape.push_back(py::ssize_t(g.height));
   shape.push_back(py::ssize_t(g.width));
-  if (g.channels > 1) shape.push_back(py::ssize_t(g.channels));
+  if (g.channels > 1 && !planar) shape.push_back(py::ssize_t(g.channels));
   py::ssize_t stride = py::ssize_t(element);
   strides.resize(shape.size());
   for (std::size_t i = shape.size(); i-- > 0;) {
@@ -182,25 +184,28 @@ PYBIND11_MODULE(_tezip, m) {
              const auto& g = r.geometry(seq);
              return g.channels > 1 ? py::make_tuple(g.height, g.width, g.channels) : py::make_tuple(g.height, g.width);
            }, py::arg("seq"), "Shape of one frame: (H, W) or (H, W, C)")
-      .def("frame", [](const Reader& r, std::size_t seq, std::size_t t) {
+      .def("frame", [](const Reader& r, std::size_t seq, std::size_t t, bool channels_first) {
              Clip c;
              {
                py::gil_scoped_release release;
-               c = r.frame(seq, t, ClipLayout::Interleaved);
+               c = r.frame(seq, t, channels_first ? ClipLayout::Planar : ClipLayout::Interleaved);
              }
              return to_array(std::move(c), true);
-           }, py::arg("seq"), py::arg("t"), "Frame t of sequence seq: (H, W) or (H, W, C), uint8 or uint16, channels as stored (BGR for images)")
-      .def("clip", [](const Reader& r, std::size_t seq, std::size_t start, std::size_t length) {
+           }, py::arg("seq"), py::arg("t"), py::arg("channels_first") = false,
+           "Frame t of sequence seq: (H, W) or (H, W, C), or (C, H, W) with channels_first; uint8 or uint16, channels\n"
+           "as stored (BGR for images)")
+      .def("clip", [](const Reader& r, std::size_t seq, std::size_t start, std::size_t length, bool channels_first) {
              Clip c;
              {
                py::gil_scoped_release release;
-               c = r.clip(seq, start, length, ClipLayout::Interleaved);
+               c = r.clip(seq, start, length, channels_first ? ClipLayout::Planar : ClipLayout::Interleaved);
              }
              return to_array(std::move(c), false);
-           }, py::arg("seq"), py::arg("start"), py::arg("length"), "Frames start..start+length-1: (T, H, W[, C])");
+           }, py::arg("seq"), py::arg("start"), py::arg("length"), py::arg("channels_first") = false,
+           "Frames start..start+length-1: (T, H, W[, C]), or (T, C, H, W) with channels_first");
 
   py::class_<PySample>(m, "Sample")
-      .def_readonly("frames", &PySample::frames, "(T, H, W[, C]) uint8 or uint16")
+      .def_readonly("frames", &PySample::frames, "(T, H, W[, C]), or (T, C, H, W) from a channels_first Stream; uint8 or uint16")
       .def_readonly("sequence", &PySample::sequence)
       .def_readonly("start", &PySample::start)
       .def_readonly("position", &PySample::position)
@@ -215,12 +220,13 @@ PYBIND11_MODULE(_tezip, m) {
                        double exchange, unsigned threads, std::size_t prefetch, const std::string& balance,
                        std::size_t cache_gops, const py::object& state, std::optional<std::uint64_t> position,
                        std::optional<std::string> store, const py::object& comm, std::optional<std::uint64_t> store_capacity,
-                       double exchange_timeout) {
+                       double exchange_timeout, bool channels_first) {
              StreamOptions o;
              o.clip_len = clip_len, o.stride = stride;
              o.seed = seed, o.epoch = epoch, o.shuffle_buffer = shuffle_buffer, o.exchange = exchange;
              o.threads = threads, o.prefetch = prefetch, o.balance = parse_balance(balance);
-             o.layout = ClipLayout::Interleaved, o.cache_gops = cache_gops;
+             // Planar frames are the decoder's own: no interleave here, no permute in torch.
+             o.layout = channels_first ? ClipLayout::Planar : ClipLayout::Interleaved, o.cache_gops = cache_gops;
              auto resume = parse_state(state);
              if (position && resume) throw std::invalid_argument("give state= or position=, not both");
              const auto handle = comm_handle(comm);
@@ -252,7 +258,8 @@ PYBIND11_MODULE(_tezip, m) {
            py::arg("exchange") = 1.0, py::arg("threads") = 2, py::arg("prefetch") = 8, py::arg("balance") = "repeat",
            py::arg("cache_gops") = 0, py::arg("state") = py::none(), py::arg("position") = py::none(),
            py::arg("store") = py::none(), py::arg("comm") = py::none(), py::arg("store_capacity") = py::none(),
-           py::arg("exchange_timeout") = 300.0,
+           py::arg("exchange_timeout") = 300.0, py::arg("channels_first") = false,
+           "channels_first: samples' frames as (T, C, H, W) instead of (T, H, W, C) (colour only).\n"
            "store: this rank's node-local chunk store folder (created for `path` when empty); epochs read only from it.\n"
            "comm: with store, the ranks exchange chunks over MPI each epoch: an mpi4py communicator, a Fortran handle, or\n"
            "'world' (MPI initialised here); rank and world_size default to the communicator's. Without comm, what a\n"

@@ -59,6 +59,23 @@ class TezipTest(unittest.TestCase):
         self.assertEqual(f.dtype, np.uint16)
         np.testing.assert_array_equal(f, self.colour[3])
         np.testing.assert_array_equal(r.clip(0, 0, 9), self.colour)
+        # channels_first: the same pixels, planes first (the decoder's own layout, no interleave).
+        np.testing.assert_array_equal(r.frame(0, 3, channels_first=True), np.moveaxis(self.colour[3], -1, 0))
+        np.testing.assert_array_equal(r.clip(0, 1, 4, channels_first=True), np.moveaxis(self.colour[1:5], -1, 1))
+        self.assertEqual(tezip.Reader(self.paths["gray"]).clip(0, 0, 2, channels_first=True).shape, (2, 12, 10))
+
+    def test_stream_channels_first(self):
+        kwargs = dict(clip_len=3, stride=3, seed=4, shuffle_buffer=4, threads=2)
+        planar = list(tezip.Stream(self.paths["colour"], channels_first=True, **kwargs))
+        interleaved = list(tezip.Stream(self.paths["colour"], **kwargs))
+        self.assertEqual([(x.sequence, x.start) for x in planar], [(x.sequence, x.start) for x in interleaved])
+        for p, i in zip(planar, interleaved):
+            self.assertEqual(p.frames.shape, (3, 3, 8, 6))
+            self.assertTrue(p.frames.flags["C_CONTIGUOUS"])
+            np.testing.assert_array_equal(p.frames, np.moveaxis(i.frames, -1, 1))
+            np.testing.assert_array_equal(p.frames, np.moveaxis(self.colour[p.start:p.start + 3], -1, 1))
+        gray = next(iter(tezip.Stream(self.paths["gray"], clip_len=2, channels_first=True)))
+        self.assertEqual(gray.frames.shape, (2, 12, 10))
 
     def test_stream_lossless_and_complete(self):
         s = tezip.Stream(self.paths["gray"], clip_len=4, stride=2, shuffle_buffer=8, threads=2, prefetch=4)
@@ -166,6 +183,23 @@ class TorchTest(unittest.TestCase):
                 self.assertEqual(clips.dtype, torch.float32)
                 keys += list(zip(seqs.tolist(), starts.tolist()))
             self.assertEqual(set(keys), {(q, t) for q in range(3) for t in range(0, 10, 2)})
+        finally:
+            TezipTest.tearDownClass()
+
+    def test_clip_dataset_layouts(self):
+        import torch
+        import tezip.torch as tt
+        TezipTest.setUpClass()
+        try:
+            for name, channels in (("colour", 3), ("gray", 1)):
+                kwargs = dict(clip_len=3, stride=3, seed=2, return_index=True)
+                first = list(tt.ClipDataset(TezipTest.paths[name], **kwargs))
+                last = list(tt.ClipDataset(TezipTest.paths[name], channels_first=False, **kwargs))
+                self.assertEqual([k[1:] for k in first], [k[1:] for k in last])
+                for (a, _, _), (b, _, _) in zip(first, last):
+                    self.assertEqual(tuple(a.shape[1:2]), (channels,))
+                    self.assertTrue(a.is_contiguous())
+                    self.assertTrue(torch.equal(a, b.permute(0, 3, 1, 2)))
         finally:
             TezipTest.tearDownClass()
 

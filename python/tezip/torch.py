@@ -284,20 +284,18 @@ class ClipDataset(IterableDataset):
             workers, worker = self._workers()
         return self._open(position, self._stream_options(worker, workers, self.epoch))
 
-    def _open(self, position, options):
+    def _open(self, position, options, channels_first=False):
         if position:
-            return Stream(self.path, position=position, **options)
-        return Stream(self.path, **options)
+            return Stream(self.path, position=position, channels_first=channels_first, **options)
+        return Stream(self.path, channels_first=channels_first, **options)
 
     def _tensor(self, frames):
         maximum = 255.0 if frames.dtype == np.uint8 else 65535.0
         if frames.dtype == np.uint16:
             frames = frames.astype(np.int32)
         t = torch.from_numpy(frames)
-        if t.dim() == 3:  # gray: (T, H, W) -> (T, H, W, 1)
-            t = t.unsqueeze(-1)
-        if self.channels_first:
-            t = t.permute(0, 3, 1, 2).contiguous()
+        if t.dim() == 3:  # gray: (T, H, W) -> (T, 1, H, W) or (T, H, W, 1)
+            t = t.unsqueeze(1 if self.channels_first else -1)
         if self.dtype is not None:
             t = t.to(self.dtype)
             if t.is_floating_point():
@@ -316,7 +314,9 @@ class ClipDataset(IterableDataset):
         if s[_RESUME_PASS] == s[_PASS] and s[_RESUME_EPOCH] == epoch:
             logical = (worker + s[_RESUME_NEXT]) % workers
             position = s[_RESUME_POSITIONS + logical]
-        stream = self._open(position, self._stream_options(logical, workers, epoch))
+        # channels_first: the stream hands out the decoder's planes as they are, (T, C, H, W),
+        # instead of interleaving them for a permute to undo (a fifth of this loader's time).
+        stream = self._open(position, self._stream_options(logical, workers, epoch), self.channels_first)
         if main:
             self._delivered = [epoch, position]
         for sample in stream:
