@@ -87,6 +87,38 @@ void undo_channel_ref(ChannelRef ref, std::span<const std::int32_t> plane, std::
   combine<false>(ref, plane, first, second, out);
 }
 
+bool undo_channel_ref_lossless(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
+                               std::span<const std::int32_t> second, std::span<std::int32_t> out,
+                               std::span<const std::uint16_t> forecast, std::uint32_t max_value,
+                               std::span<std::uint16_t> pixels) {
+  check_sizes(ref, plane.size(), first, second, out.size());
+  if (forecast.size() != plane.size() || pixels.size() != plane.size()) throw CodecError("channel reference: plane sizes differ");
+  const std::size_t n = plane.size();
+  const std::int32_t* p = plane.data();
+  const std::uint16_t* f = forecast.data();
+  std::int32_t* o = out.data();
+  std::uint16_t* px = pixels.data();
+  std::uint32_t out_of_range = 0;
+  // One loop per reference, each vectorized: the sum, then y = f + sum in 32 bits, where a value
+  // below 0 wraps above max_value, so one compare finds both ends (dequantize_plane's test).
+  const auto run = [&](auto reference) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int32_t s = wrap_add(p[i], reference(i));
+      o[i] = s;
+      const std::uint32_t y = std::uint32_t(f[i]) + std::uint32_t(s);
+      out_of_range |= std::uint32_t(y > max_value);
+      px[i] = std::uint16_t(y);
+    }
+  };
+  switch (ref) {
+    case ChannelRef::First: run([&](std::size_t i) { return first[i]; }); break;
+    case ChannelRef::Second: run([&](std::size_t i) { return second[i]; }); break;
+    case ChannelRef::Mean: run([&](std::size_t i) { return floor_mean(first[i], second[i]); }); break;
+    default: throw CodecError("channel reference: none to undo");
+  }
+  return out_of_range != 0;
+}
+
 ChannelCosts estimate_channel_costs(std::array<std::span<const std::int32_t>, 3> planes, std::array<bool, 3> intra,
                                     std::size_t width, std::span<std::int32_t> scratch,
                                     const std::array<std::optional<TransformChoice>, 3>& own) {

@@ -47,6 +47,13 @@ void apply_channel_ref(ChannelRef ref, std::span<const std::int32_t> plane, std:
                        std::span<const std::int32_t> second, std::span<std::int32_t> out);
 void undo_channel_ref(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
                       std::span<const std::int32_t> second, std::span<std::int32_t> out);
+// undo_channel_ref, and in the same pass each sum added to its forecast as lossless dequantization
+// does (dequantize_plane): `out` receives the sums, `pixels` the pixels, kept to 16 bits. True when a
+// pixel left [0, max_value] (a damaged stream; the caller refuses the plane). `ref` is not None.
+bool undo_channel_ref_lossless(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
+                               std::span<const std::int32_t> second, std::span<std::int32_t> out,
+                               std::span<const std::uint16_t> forecast, std::uint32_t max_value,
+                               std::span<std::uint16_t> pixels);
 
 // What a plan is chosen by, for one frame: cost[k][r] is the estimate of plane k as it is (r = 3),
 // minus plane r (r != k), or minus the floor of the mean of the other two (r = k), with the spatial

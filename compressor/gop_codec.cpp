@@ -359,7 +359,7 @@ std::vector<OrderedFrame> hierarchical_order(std::size_t n) {
     std::vector<std::pair<std::size_t, std::size_t>> level{{a, b}}, next;
     while (!level.empty()) {
       next.clear();
-      for (const auto [lo, hi] : level) {
+      for (const auto& [lo, hi] : level) {
         if (hi - lo < 2) continue;
         const std::size_t mid = (lo + hi) / 2;
         order.push_back({mid, lo, hi});
@@ -1128,6 +1128,12 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         std::span<const std::int32_t> rows = std::span<const std::int32_t>(plane_symbols).subspan(y0 * w, n);
         if (ref != codecs::ChannelRef::None) {
           const auto row_sums = std::span<std::int32_t>(sums).subspan(y0 * w, n);
+          if (bound.tolerance == 0 && bound.pointwise_rel <= 0) {  // lossless: the sums and the pixels in one pass
+            if (codecs::undo_channel_ref_lossless(ref, rows, first.subspan(y0 * w, n), second.subspan(y0 * w, n), row_sums,
+                                                  plane_forecast.subspan(y0 * w, n), bound.max_value, out.subspan(y0 * w, n)))
+              throw codecs::CodecError("lossless residual leaves the pixel range");
+            continue;
+          }
           codecs::undo_channel_ref(ref, rows, first.subspan(y0 * w, n), second.subspan(y0 * w, n), row_sums);
           rows = row_sums;
         }

@@ -87,6 +87,43 @@ TEST_CASE("channel references are undone exactly, for any values (wrapping)", "[
   CHECK_THROWS_AS(apply_channel_ref(ChannelRef::Mean, zero, a, {}, out), CodecError);
 }
 
+TEST_CASE("the fused lossless pass gives undo_channel_ref's sums and dequantization's pixels", "[channel_plan]") {
+  std::mt19937 rng(9);
+  const std::size_t n = 1000;
+  for (const std::uint32_t max_value : {255u, 65535u}) {
+    // Planes whose sums land near the forecast, some (the damaged ones) outside [0, max_value].
+    std::vector<std::int32_t> plane(n), first(n), second(n), sums(n), expected(n);
+    std::vector<std::uint16_t> forecast(n), pixels(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      forecast[i] = std::uint16_t(64 + rng() % (max_value - 127));  // sums of +-64 stay inside
+      first[i] = std::int32_t(rng() % 64) - 32;
+      second[i] = std::int32_t(rng() % 64) - 32;
+      plane[i] = std::int32_t(rng() % 64) - 32;
+    }
+    for (const bool damaged : {false, true}) {
+      if (damaged) plane[n / 2] = std::int32_t(max_value) + 100;
+      for (const ChannelRef ref : {ChannelRef::First, ChannelRef::Second, ChannelRef::Mean}) {
+        INFO("max " << max_value << ", damaged " << damaged << ", reference " << int(ref));
+        undo_channel_ref(ref, plane, first, second, expected);
+        bool outside = false;
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::int64_t y = std::int64_t(forecast[i]) + expected[i];
+          outside = outside || y < 0 || y > std::int64_t(max_value);
+        }
+        CHECK(undo_channel_ref_lossless(ref, plane, first, second, sums, forecast, max_value, pixels) == outside);
+        CHECK(outside == damaged);
+        CHECK(sums == expected);
+        for (std::size_t i = 0; i < n && !damaged; ++i) REQUIRE(pixels[i] == forecast[i] + expected[i]);
+      }
+    }
+  }
+  std::vector<std::int32_t> zero(4, 0), out(4);
+  std::vector<std::uint16_t> f(4, 0), px(4);
+  CHECK_THROWS_AS(undo_channel_ref_lossless(ChannelRef::None, zero, zero, zero, out, f, 255, px), CodecError);
+  CHECK_THROWS_AS(undo_channel_ref_lossless(ChannelRef::First, zero, zero, zero, out, std::vector<std::uint16_t>(3), 255, px),
+                  CodecError);
+}
+
 TEST_CASE("the channel order and references follow the data", "[channel_plan]") {
   const std::size_t width = 64, n = width * 48;
   std::vector<std::int32_t> scratch(n);
