@@ -49,6 +49,15 @@ struct MedianStep {
     return _mm256_add_epi32(q, m);
   }
 };
+// The same on sixteen rows (wavefront_avx2.hpp, strip16).
+struct MedianStep16 {
+  [[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] __m512i operator()(__m512i a, __m512i b, __m512i c, __m512i q,
+                                                                    std::size_t i) const {
+    __m512i m = wavefront_avx2::median16(a, b, c);
+    if (i < 16) m = _mm512_mask_mov_epi32(m, __mmask16(1u << i), b);
+    return _mm512_add_epi32(q, m);
+  }
+};
 #endif
 
 }  // namespace
@@ -129,6 +138,11 @@ void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> pl
   // and rows whose constant_rows shortcut applies, four rows at a time.
   if (path >= SimdPath::avx2 && width >= 16) {
     MedianStep step;
+    // With AVX-512, strips of 16 rows first: the serial chain of each step serves twice the rows.
+    if (path >= SimdPath::avx512) {
+      MedianStep16 step16;
+      return wavefront_avx2::median_rows16<std::int32_t>(p, p, width, y_begin, y_end, median, rec, step, step16);
+    }
     return wavefront_avx2::median_rows8<std::int32_t>(p, p, width, y_begin, y_end, median, rec, step);
   }
 #else

@@ -312,7 +312,7 @@ void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span
 
 constexpr std::size_t kNoFrame = SIZE_MAX;
 // Rows a plane's decoding carries through its per-pixel passes together (docs/performance.md).
-constexpr std::size_t kRowsPerPass = 8;
+constexpr std::size_t kRowsPerPass = 16;
 
 // The mean of two forecasts, rounded up: bi-prediction.
 void average(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b, std::span<std::uint16_t> out) {
@@ -1122,8 +1122,10 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       // reference, so the sums go to `sums`.
       const auto transform = PlaneTransform(plane.mode & ~kModeFlags);
       const std::size_t w = shape.width;
-      for (std::size_t y0 = 0; y0 < shape.height; y0 += kRowsPerPass) {
-        const std::size_t y1 = std::min<std::size_t>(shape.height, y0 + kRowsPerPass), n = (y1 - y0) * w;
+      // The first pass takes one row more: the median inverse's strips start below row 0.
+      for (std::size_t y0 = 0, y1 = 0; y0 < shape.height; y0 = y1) {
+        y1 = std::min<std::size_t>(shape.height, y0 + kRowsPerPass + (y0 == 0));
+        const std::size_t n = (y1 - y0) * w;
         codecs::inverse_transform_rows(transform, plane_symbols, w, y0, y1);
         std::span<const std::int32_t> rows = std::span<const std::int32_t>(plane_symbols).subspan(y0 * w, n);
         if (ref != codecs::ChannelRef::None) {

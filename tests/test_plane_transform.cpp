@@ -100,7 +100,7 @@ TEST_CASE("the median inverse gives the portable path's values on every SIMD pat
   // them, and of other sizes, so that strips start on any row.
   std::mt19937 rng(15);
   for (const std::size_t width : {16u, 17u, 23u, 40u, 100u}) {
-    for (const std::size_t height : {2u, 9u, 16u, 17u, 33u}) {
+    for (const std::size_t height : {2u, 9u, 16u, 17u, 33u, 50u}) {
       for (const int kind : {0, 1, 2, 3}) {  // small, extreme, sparse, a coded smooth plane
         std::vector<std::int32_t> symbols(width * height);
         for (std::size_t i = 0; i < symbols.size(); ++i) {
@@ -117,7 +117,7 @@ TEST_CASE("the median inverse gives the portable path's values on every SIMD pat
           forward_transform(PlaneTransform::Median, symbols, width, coded);
           symbols.swap(coded);
         }
-        for (const std::size_t step : {8u, 5u, 64u}) {
+        for (const std::size_t step : {8u, 5u, 64u, 16u, 17u}) {
           std::vector<std::int32_t> portable = symbols;
           for (std::size_t y = 0; y < height; y += step)
             inverse_transform_rows(PlaneTransform::Median, portable, width, y, std::min(height, y + step), SimdPath::portable);
