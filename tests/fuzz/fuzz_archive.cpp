@@ -239,12 +239,15 @@ void cut_streams(const std::filesystem::path& dir, const tezip::FrameShape& shap
   const std::size_t count = in.varint();
   const std::size_t plane = std::size_t(shape.width) * shape.height;
   std::size_t symbols = 0, runs = 0;
-  for (std::size_t i = 0; i < count * shape.channels; ++i) {
-    in.varint();
-    in.u8();
-    const std::size_t r = in.varint();
-    runs += r;
-    symbols += r == 0 ? plane : 0;
+  for (std::size_t t = 0; t < count; ++t) {
+    if (shape.channels > 1 && version >= 6) in.u8();  // the frame's channel plan
+    for (std::size_t c = 0; c < shape.channels; ++c) {
+      in.varint();
+      in.u8();
+      const std::size_t r = in.varint();
+      runs += r;
+      symbols += r == 0 ? plane : 0;
+    }
   }
   symbols_seed(dir, shape.width, symbols, in.blob());
   symbols_seed(dir, 0, runs, in.blob());

@@ -46,7 +46,8 @@ class MemorySource final : public SequenceSource {
   Frame read(std::size_t index) override {
     char name[32];
     std::snprintf(name, sizeof name, "f%04zu.png", index);
-    return Frame{name, "png", frames_.at(index)};
+    const auto& f = frames_.at(index);
+    return Frame{name, "png", Pixels(f.begin(), f.end())};
   }
 
  private:
