@@ -344,6 +344,22 @@ void make_archives(const std::filesystem::path& work, const std::filesystem::pat
     tezip::compress(data, archive, options);
     cut_archive(out, archive);
   }
+  // Planes tall enough for the striped coder's 16 and 32 lanes: column halves of 16 stripes (an
+  // even width), 32 stripes of rows (an odd one), so that the symbols target mutates those layouts.
+  for (const auto& [width, height] : {std::pair{40u, 100u}, std::pair{33u, 200u}}) {
+    const auto data = work / ("data-" + std::to_string(n));
+    tezip::test::SyntheticSpec spec;
+    spec.width = width, spec.height = height, spec.frames = 3, spec.channels = 1, spec.bits = 8;
+    spec.seed = unsigned(n), spec.noise = 1.5;
+    tezip::test::write_synthetic_sequence(data / "a", spec);
+    tezip::CompressOptions options;
+    options.predictor = "previous";
+    options.threads = 1;
+    options.overwrite = true;
+    const auto archive = work / ("seed-" + std::to_string(n++) + ".tzp");
+    tezip::compress(data, archive, options);
+    cut_archive(out, archive);
+  }
 }
 
 }  // namespace
