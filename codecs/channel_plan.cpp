@@ -23,27 +23,31 @@ void check_sizes(ChannelRef ref, std::size_t n, std::span<const std::int32_t> fi
     throw CodecError("channel reference: second plane's size differs");
 }
 
+// fn(reference), reference(i) the value element i is coded against: one loop per kind of
+// reference, each of which the compiler vectorizes. `ref` is not None.
+template <class Fn>
+void with_reference(ChannelRef ref, std::span<const std::int32_t> first, std::span<const std::int32_t> second, Fn fn) {
+  switch (ref) {
+    case ChannelRef::First: return fn([&](std::size_t i) { return first[i]; });
+    case ChannelRef::Second: return fn([&](std::size_t i) { return second[i]; });
+    case ChannelRef::Mean: return fn([&](std::size_t i) { return floor_mean(first[i], second[i]); });
+    case ChannelRef::None: break;
+  }
+  throw CodecError("unknown channel reference");
+}
+
 template <bool Forward>
 void combine(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
              std::span<const std::int32_t> second, std::span<std::int32_t> out) {
   check_sizes(ref, plane.size(), first, second, out.size());
-  const auto op = [](std::int32_t v, std::int32_t r) { return Forward ? wrap_sub(v, r) : wrap_add(v, r); };
-  const std::size_t n = plane.size();
-  switch (ref) {
-    case ChannelRef::None:
-      if (out.data() != plane.data()) std::copy(plane.begin(), plane.end(), out.begin());
-      return;
-    case ChannelRef::First:
-      for (std::size_t i = 0; i < n; ++i) out[i] = op(plane[i], first[i]);
-      return;
-    case ChannelRef::Second:
-      for (std::size_t i = 0; i < n; ++i) out[i] = op(plane[i], second[i]);
-      return;
-    case ChannelRef::Mean:
-      for (std::size_t i = 0; i < n; ++i) out[i] = op(plane[i], floor_mean(first[i], second[i]));
-      return;
+  if (ref == ChannelRef::None) {
+    if (out.data() != plane.data()) std::copy(plane.begin(), plane.end(), out.begin());
+    return;
   }
-  throw CodecError("unknown channel reference");
+  const std::size_t n = plane.size();
+  with_reference(ref, first, second, [&](auto reference) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = Forward ? wrap_sub(plane[i], reference(i)) : wrap_add(plane[i], reference(i));
+  });
 }
 
 }  // namespace
@@ -92,6 +96,7 @@ bool undo_channel_ref_lossless(ChannelRef ref, std::span<const std::int32_t> pla
                                std::span<const std::uint16_t> forecast, std::uint32_t max_value,
                                std::span<std::uint16_t> pixels) {
   check_sizes(ref, plane.size(), first, second, out.size());
+  if (ref == ChannelRef::None) throw CodecError("channel reference: none to undo");
   if (forecast.size() != plane.size() || pixels.size() != plane.size()) throw CodecError("channel reference: plane sizes differ");
   const std::size_t n = plane.size();
   const std::int32_t* p = plane.data();
@@ -99,9 +104,9 @@ bool undo_channel_ref_lossless(ChannelRef ref, std::span<const std::int32_t> pla
   std::int32_t* o = out.data();
   std::uint16_t* px = pixels.data();
   std::uint32_t out_of_range = 0;
-  // One loop per reference, each vectorized: the sum, then y = f + sum in 32 bits, where a value
-  // below 0 wraps above max_value, so one compare finds both ends (dequantize_plane's test).
-  const auto run = [&](auto reference) {
+  // The sum, then y = f + sum in 32 bits, where a value below 0 wraps above max_value, so one
+  // compare finds both ends (dequantize_plane's test).
+  with_reference(ref, first, second, [&](auto reference) {
     for (std::size_t i = 0; i < n; ++i) {
       const std::int32_t s = wrap_add(p[i], reference(i));
       o[i] = s;
@@ -109,13 +114,7 @@ bool undo_channel_ref_lossless(ChannelRef ref, std::span<const std::int32_t> pla
       out_of_range |= std::uint32_t(y > max_value);
       px[i] = std::uint16_t(y);
     }
-  };
-  switch (ref) {
-    case ChannelRef::First: run([&](std::size_t i) { return first[i]; }); break;
-    case ChannelRef::Second: run([&](std::size_t i) { return second[i]; }); break;
-    case ChannelRef::Mean: run([&](std::size_t i) { return floor_mean(first[i], second[i]); }); break;
-    default: throw CodecError("channel reference: none to undo");
-  }
+  });
   return out_of_range != 0;
 }
 

@@ -127,19 +127,28 @@ template <class In, class Out, class Step>
 // Rows [y_begin, y_end) of a plane as wavefront.hpp's median_rows computes them (the same `med`
 // and `rec`): row 0 and the rows past the last whole strip of 8 the portable way, strips whose
 // rows constant_rows fills without the chain filled so, every other strip by strip8 with `step`.
+// Whole strips of `rows` rows from row y (>= 1) up to y_end: those whose rows constant_rows fills
+// without the chain filled so, the others by strip(y). Returns the first row left over.
+template <class In, class Out, class Strip>
+inline std::size_t whole_strips(const In* in, Out* out, std::size_t width, std::size_t y, std::size_t y_end,
+                                std::size_t rows, Strip strip) {
+  for (; y + rows <= y_end; y += rows) {
+    const Out* up = out + (y - 1) * width;
+    if (constant_rows(in + y * width, rows, up, width)) {
+      std::fill(out + y * width, out + (y + rows) * width, up[0]);
+      continue;
+    }
+    strip(y);
+  }
+  return y;
+}
+
 template <class Value, class In, class Out, class Med, class Rec, class Step>
 [[gnu::target("avx2")]] inline void median_rows8(const In* in, Out* out, std::size_t width, std::size_t y_begin, std::size_t y_end,
                                                  Med med, Rec rec, Step& step) {
   std::size_t y = y_begin;
   if (y == 0 && y_end > 0) median_rows<Value>(in, out, width, 0, 1, med, rec), y = 1;
-  for (; y + 8 <= y_end; y += 8) {
-    const Out* up = out + (y - 1) * width;
-    if (constant_rows(in + y * width, 8, up, width)) {
-      std::fill(out + y * width, out + (y + 8) * width, up[0]);
-      continue;
-    }
-    strip8(in, out, width, y, step);
-  }
+  y = whole_strips(in, out, width, y, y_end, 8, [&](std::size_t at) { strip8(in, out, width, at, step); });
   median_rows<Value>(in, out, width, y, y_end, med, rec);
 }
 
@@ -231,14 +240,7 @@ template <class Value, class In, class Out, class Med, class Rec, class Step8, c
                                                                         Rec rec, Step8& step8, Step16& step16) {
   std::size_t y = y_begin;
   if (y == 0 && y_end > 0) median_rows<Value>(in, out, width, 0, 1, med, rec), y = 1;
-  for (; y + 16 <= y_end; y += 16) {
-    const Out* up = out + (y - 1) * width;
-    if (constant_rows(in + y * width, 16, up, width)) {
-      std::fill(out + y * width, out + (y + 16) * width, up[0]);
-      continue;
-    }
-    strip16(in, out, width, y, step16);
-  }
+  y = whole_strips(in, out, width, y, y_end, 16, [&](std::size_t at) { strip16(in, out, width, at, step16); });
   median_rows8<Value>(in, out, width, y, y_end, med, rec, step8);
 }
 
