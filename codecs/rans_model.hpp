@@ -162,7 +162,9 @@ inline std::uint32_t divide(std::uint32_t x, std::uint64_t reciprocal) {
 // One rANS encoding step of a symbol with frequency f (reciprocal r = reciprocal(f)) and
 // cumulative frequency c: emits at most one 16-bit word into `words` (collected in reverse: the
 // caller flips them).
-inline void encode_step(std::uint32_t& x, std::uint32_t f, std::uint64_t r, std::uint32_t c, std::vector<std::uint16_t>& words) {
+// `words`: anything with push_back(std::uint16_t).
+template <class Words>
+inline void encode_step(std::uint32_t& x, std::uint32_t f, std::uint64_t r, std::uint32_t c, Words& words) {
   if (std::uint64_t{x} >= (std::uint64_t{f} << (32 - kProbBits))) {
     words.push_back(static_cast<std::uint16_t>(x));
     x >>= 16;
