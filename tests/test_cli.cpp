@@ -201,6 +201,31 @@ TEST_CASE("the strong settings (coder best, profile max) round trip and say what
   }
 }
 
+TEST_CASE("the fast profile codes with previous, no motion and zstd level 1, unless told otherwise", "[cli]") {
+  tezip::test::TempDir dir("tezip-test-cli");
+  tezip::test::SyntheticSpec spec;
+  spec.channels = 3, spec.frames = 6, spec.width = 40, spec.height = 24;
+  tezip::test::write_synthetic_sequence(dir / "in", spec);
+  struct Case {
+    std::string options, predictor, level;
+  };
+  for (const Case& c : {Case{"--profile fast", "previous", "zstd level 1,"},
+                        Case{"--profile fast --predictor auto --level 9", "auto", "zstd level 9,"},
+                        Case{"--profile fast --mode abs --bound 2", "previous", "zstd level 1,"},
+                        Case{"--profile default", "auto", "zstd level 9,"}}) {
+    CAPTURE(c.options);
+    const auto archive = dir / "a.tzp";
+    REQUIRE(tezip_cli("compress " + quote(dir / "in") + " -o " + quote(archive) + " -f --gop 3 " + c.options).code == 0);
+    const auto info = tezip_cli("info " + quote(archive));
+    REQUIRE(info.code == 0);
+    CHECK_THAT(info.output, Contains("predictor:  " + c.predictor + "\n"));
+    CHECK_THAT(info.output, Contains(c.level));
+    const auto against = tezip_cli("verify " + quote(archive) + " --against " + quote(dir / "in"));
+    CHECK(against.code == 0);
+    CHECK(max_error_of(against.output) == (c.options.find("abs") != std::string::npos ? 2 : 0));
+  }
+}
+
 TEST_CASE("usage errors exit with 1", "[cli]") {
   tezip::test::TempDir dir("tezip-test-cli");
   tezip::test::write_synthetic_sequence(dir / "in", {});
