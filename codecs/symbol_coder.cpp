@@ -63,12 +63,30 @@ std::size_t varint_size(std::uint64_t v) {
 }
 
 // The byte stream the zstd payload packs: ranks below kEscape as one byte, others escaped.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+// Ranks [0, n) narrowed to bytes while none reaches the escape: whole blocks of 64 with no branch
+// per rank (loops the compiler vectorizes: 4% of encoding colour vtest with --profile fast went
+// to the rank-by-rank loop), up to the first block that holds an escape. Returns where it stopped.
+std::size_t narrow_below_escape(const std::uint32_t* ranks, std::size_t n, std::uint8_t* out) {
+  constexpr std::size_t kBlock = 64;
+  std::size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    std::uint32_t m = 0;
+    for (std::size_t k = 0; k < kBlock; ++k) m = std::max(m, ranks[i + k]);
+    if (m >= kEscape) break;
+    for (std::size_t k = 0; k < kBlock; ++k) out[i + k] = static_cast<std::uint8_t>(ranks[i + k]);
+  }
+  for (; i < n && ranks[i] < kEscape; ++i) out[i] = static_cast<std::uint8_t>(ranks[i]);
+  return i;
+}
+
 std::vector<std::uint8_t> zstd_input(std::span<const std::uint32_t> ranks) {
   // One byte a rank into a buffer sized for that (most streams have no escape), then, from the
   // first escape on, appended.
   std::vector<std::uint8_t> bytes(ranks.size());
-  std::size_t i = 0;
-  for (; i < ranks.size() && ranks[i] < kEscape; ++i) bytes[i] = static_cast<std::uint8_t>(ranks[i]);
+  std::size_t i = narrow_below_escape(ranks.data(), ranks.size(), bytes.data());
   bytes.resize(i);
   for (; i < ranks.size(); ++i) {
     const std::uint32_t r = ranks[i];
