@@ -421,12 +421,25 @@ namespace {
 namespace {
 
 // A word group's renormalization words as the encoder emits them (the reverse of the decoder's
-// order), in a buffer sized for the most it can take, plus the overrun of the SIMD encoder's
-// eight-word stores.
+// order), in a buffer that the encoder grows before each row step to hold the most that step can
+// emit (a word a symbol) plus the overrun of the SIMD encoder's eight-word stores; it starts at the
+// expected size (a symbol of a few bits emits a word every few symbols), not the worst case.
 struct WordSink {
-  explicit WordSink(std::size_t capacity) : data(new std::uint16_t[capacity + 8]), end(data.get()) {}
+  explicit WordSink(std::size_t expected) : capacity(expected + kSlack), data(new std::uint16_t[capacity]), end(data.get()) {}
   void push_back(std::uint16_t w) { *end++ = w; }
   std::size_t size() const { return std::size_t(end - data.get()); }
+  // Room for `words` more and the slack.
+  void make_room(std::size_t words) {
+    if (size() + words + kSlack <= capacity) return;
+    const std::size_t used = size();
+    capacity = std::max(2 * capacity, used + words + kSlack);
+    std::unique_ptr<std::uint16_t[]> grown(new std::uint16_t[capacity]);
+    std::copy(data.get(), end, grown.get());
+    data = std::move(grown);
+    end = data.get() + used;
+  }
+  static constexpr std::size_t kSlack = 8;
+  std::size_t capacity;
   std::unique_ptr<std::uint16_t[]> data;
   std::uint16_t* end;
 };
@@ -890,7 +903,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   // flipped at the end.
   std::array<std::uint32_t, kMaxLanes> state;
   state.fill(kStateLow);
-  // Each group's words: at most one a symbol of its stripes.
+  // Each group's words: a start at a quarter of its symbols (four bits a symbol), grown as needed.
   std::array<std::size_t, kMaxGroups> group_symbols{};
   for_each_segment([&](std::size_t, const Stripes& stripes) {
     for (std::size_t l = 0; l < stripes.lanes; ++l) group_symbols[l / kGroup] += stripes.length(l) * width;
@@ -899,7 +912,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
 #ifdef TEZIP_HAVE_AVX2_KERNEL
   std::vector<std::uint16_t> interleaved(lanes * width);  // a row step's contexts, [column][stripe]
 #endif
-  for (std::size_t g = 0; g < group_count(lanes); ++g) words.emplace_back(group_symbols[g]);
+  for (std::size_t g = 0; g < group_count(lanes); ++g) words.emplace_back(group_symbols[g] / 4);
   for (std::size_t segment = segments; segment-- > 0;) {
     const EncodeEntry* table = set_tables[set_of[segment]].data();
 #ifdef TEZIP_HAVE_AVX2_KERNEL
@@ -909,6 +922,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     const Stripes stripes(lanes, std::min(segment_rows, rows - first));
     for (std::size_t r = stripes.longest; r-- > 0;) {
       std::array<const std::uint16_t*, kMaxLanes> row{};
+      for (std::size_t g = 0; g < group_count(stripes.lanes); ++g) words[g].make_room(kGroup * width);
       bool all = true;
       for (std::size_t l = 0; l < stripes.lanes; ++l) {
         row[l] = r < stripes.length(l) ? index.data() + (first + stripes.start[l] + r) * width : nullptr;
