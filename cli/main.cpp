@@ -192,8 +192,8 @@ void add_coding_options(cxxopts::Options& options) {
       "coder", "fast (smaller of zstd and static context rANS, per stream), best (adds the adaptive coder and LZMA: "
       "smaller on sparse and rendered data, decodes at 0.6x) or zstd",
       cxxopts::value<std::string>()->default_value("fast"))(
-      "profile", "default; fast: --predictor previous --motion off --level 1, zstd level 9 where zstd wins (about 3.5x "
-      "faster encoding, 6-12% larger on camera video; explicit options win); or max: --coder best, zstd level 22 where "
+      "profile", "default; fast: --predictor previous --motion off --level 1, zstd level 9 where zstd wins (about 3-4x "
+      "faster encoding, 6-12% larger on lossless video, more at a bound and on depth maps; explicit options win); or max: --coder best, zstd level 22 where "
       "zstd wins, and auto codes each GOP whole with every choice (about 5x the encoding time; docs/defaults.md)",
       cxxopts::value<std::string>()->default_value("default"))(
       "motion", "coded block motion against the previous frame, used per plane where it pays: on or off",
