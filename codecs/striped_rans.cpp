@@ -512,15 +512,6 @@ void encode_row_portable(const EncodeEntry* table, const std::uint16_t* const* r
 std::uint32_t packed_entry(std::uint32_t freq, std::uint32_t cumul) { return freq | cumul << 12; }
 static_assert(kProbBits == 11, "packed_entry's fields");
 
-// encode_row_portable for G groups of 8 stripes, every stripe active, in AVX2: a group's states
-// in one vector, a whole row at a time (a stripe's states depend only on its own symbols, and a
-// group's words only on its stripes), so the G chains of one column step overlap. The arithmetic
-// is encode_step's: renormalize where x >> 21 >= f (x >= f << 21 without a 33rd bit); then q = x / f,
-// first from a float division (x and the quotient rounded to 24 bits: |error| < 1/4 as q < 2^21),
-// then corrected by one step either way on the remainder r = x - q f, which is exact; x = (q << 11)
-// + r + c. (Two gathers a vector, the context and its packed entry: the reciprocal's 64-bit
-// products took four more, and the kernel was bound by them.) The words a step emits go to their
-// group's stream from the highest stripe down, as encode_step pushes them.
 // The contexts of a row step of 8 G stripes, [column][stripe] (8 x 8 tiles of 16-bit values transposed
 // in registers): the encoder then loads a group's eight with one load, where gathering them from
 // eight rows far apart was two thirds of its time.
@@ -549,7 +540,16 @@ template <std::size_t G>
     for (std::size_t l = 0; l < L; ++l) out[col * L + l] = row[l][col];
 }
 
-// `contexts`: the row step's, [column][stripe] (interleave_contexts).
+// encode_row_portable for G groups of 8 stripes, every stripe active, in AVX2: a group's states
+// in one vector, a whole row at a time (a stripe's states depend only on its own symbols, and a
+// group's words only on its stripes), so the G chains of one column step overlap. The arithmetic
+// is encode_step's: renormalize where x >> 21 >= f (x >= f << 21 without a 33rd bit); then q = x / f,
+// first from a float division (x with its low bit dropped and both rounded to 24 bits: within 1 of
+// x / f, as q < 2^21), then corrected by one step either way on the remainder r = x - q f, which is
+// exact; x = (q << 11) + r + c. One gather a vector, the packed entry (the reciprocal's 64-bit
+// products took four, and the kernel was bound by them); the contexts come in a row step's
+// [column][stripe] order (interleave_contexts). The words a step emits go to their group's stream
+// from the highest stripe down, as encode_step pushes them.
 template <std::size_t G>
 [[gnu::target("avx2,popcnt")]] void encode_row_avx2(const std::uint32_t* packed, const std::uint16_t* contexts,
                                                     std::size_t width, std::uint32_t* state, WordSink* words) {
