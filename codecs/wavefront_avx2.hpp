@@ -124,9 +124,6 @@ template <class In, class Out, class Step>
   for (std::size_t k = 0; k < 8; ++k) narrow(row0 + k * stride, out + (y + k) * width, width);
 }
 
-// Rows [y_begin, y_end) of a plane as wavefront.hpp's median_rows computes them (the same `med`
-// and `rec`): row 0 and the rows past the last whole strip of 8 the portable way, strips whose
-// rows constant_rows fills without the chain filled so, every other strip by strip8 with `step`.
 // Whole strips of `rows` rows from row y (>= 1) up to y_end: those whose rows constant_rows fills
 // without the chain filled so, the others by strip(y). Returns the first row left over.
 template <class In, class Out, class Strip>
@@ -143,6 +140,9 @@ inline std::size_t whole_strips(const In* in, Out* out, std::size_t width, std::
   return y;
 }
 
+// Rows [y_begin, y_end) of a plane as wavefront.hpp's median_rows computes them (the same `med`
+// and `rec`): row 0 and the rows past the last whole strip of 8 the portable way, strips whose
+// rows constant_rows fills without the chain filled so, every other strip by strip8 with `step`.
 template <class Value, class In, class Out, class Med, class Rec, class Step>
 [[gnu::target("avx2")]] inline void median_rows8(const In* in, Out* out, std::size_t width, std::size_t y_begin, std::size_t y_end,
                                                  Med med, Rec rec, Step& step) {
