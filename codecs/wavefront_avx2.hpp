@@ -201,47 +201,69 @@ template <class Value, class In, class Out, class Med, class Rec, class Step>
   }
 }
 
-// strip8 sixteen rows deep: rows [y, y + 16), lane k one column behind lane k - 1, in one 512-bit
-// vector; `step(a, b, c, q, i)` as strip8's, on 16 lanes. The scratch rows have margins of 16
-// columns on the left and 48 on the right for the skewed loads and stores.
-template <class In, class Out, class Step>
-[[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] inline void strip16(const In* in, Out* out, std::size_t width, std::size_t y,
+// strip8 sixteen rows deep, in place on an int32 plane: rows [y, y + 16) (y >= 1, row y - 1
+// already reconstructed), lane k one column behind lane k - 1, in one 512-bit vector; `step(a, b,
+// c, q, i)` as strip8's, on 16 lanes. No scratch: each row's 16 skewed columns are loaded straight
+// from the plane and stored back, masked where they leave 0..width - 1 (lanes there are ignored by
+// the steps, as strip8's margins are), so a block's stores never reach columns a later block
+// loads. Needs width >= 16 (the masked-off lanes of the first block then stay inside the plane).
+template <class Step>
+[[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] inline void strip16(std::int32_t* plane, std::size_t width, std::size_t y,
                                                                   Step& step) {
-  const std::size_t stride = width + 64;
-  thread_local std::vector<std::int32_t> buffer;
-  if (buffer.size() < 17 * stride) buffer.assign(17 * stride, 0);
-  std::int32_t* up = buffer.data() + 16;
-  std::int32_t* row0 = buffer.data() + stride + 16;
-  widen(out + (y - 1) * width, up, width);
-  for (std::size_t k = 0; k < 16; ++k) widen(in + (y + k) * width, row0 + k * stride, width);
+  const std::int32_t* up = plane + (y - 1) * width;
+  const std::ptrdiff_t w = std::ptrdiff_t(width);
+  // The lanes of row k's block at x0: columns x0 - k + i within 0..width - 1.
+  const auto lanes = [w](std::ptrdiff_t first) -> __mmask16 {
+    const std::ptrdiff_t lo = std::max<std::ptrdiff_t>(0, -first), hi = std::min<std::ptrdiff_t>(16, w - first);
+    return hi <= lo ? __mmask16(0) : __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
+  };
   const __m512i shift = _mm512_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14);
   __m512i a = _mm512_setzero_si512(), c = _mm512_setzero_si512();
   const std::size_t steps = width + 15;
   for (std::size_t x0 = 0; x0 < steps; x0 += 16) {
+    std::int32_t* block = plane + y * width + x0;  // row k's block starts at block + k * (width - 1)
+    const bool inside = x0 >= 15 && x0 + 16 <= width;
     __m512i r[16];
-    for (std::size_t k = 0; k < 16; ++k) r[k] = _mm512_loadu_si512(row0 + k * stride + x0 - k);
+    for (std::size_t k = 0; k < 16; ++k) {
+      std::int32_t* at = block + std::ptrdiff_t(k) * (w - 1);
+      r[k] = inside ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi32(lanes(std::ptrdiff_t(x0) - std::ptrdiff_t(k)), at);
+    }
     transpose16(r);
+    std::int32_t tail[16] = {};  // the row above past its end reads as 0, as strip8's margin
+    const std::int32_t* above = up + x0;
+    if (x0 + 16 > width) {
+      for (std::size_t j = 0; x0 + j < width; ++j) tail[j] = above[j];
+      above = tail;
+    }
     for (int j = 0; j < 16; ++j) {
-      const __m512i b = _mm512_mask_set1_epi32(_mm512_permutexvar_epi32(shift, a), 1, up[x0 + j]);
+      const __m512i b = _mm512_mask_set1_epi32(_mm512_permutexvar_epi32(shift, a), 1, above[j]);
       a = step(a, b, c, r[j], x0 + std::size_t(j));
       r[j] = a;
       c = b;
     }
     transpose16(r);
-    for (std::size_t k = 0; k < 16; ++k) _mm512_storeu_si512(row0 + k * stride + x0 - k, r[k]);
+    for (std::size_t k = 0; k < 16; ++k) {
+      std::int32_t* at = block + std::ptrdiff_t(k) * (w - 1);
+      if (inside) {
+        _mm512_storeu_si512(at, r[k]);
+      } else {
+        _mm512_mask_storeu_epi32(at, lanes(std::ptrdiff_t(x0) - std::ptrdiff_t(k)), r[k]);
+      }
+    }
   }
-  for (std::size_t k = 0; k < 16; ++k) narrow(row0 + k * stride, out + (y + k) * width, width);
 }
 
-// median_rows8 with strips of 16 rows first (strip16 with `step16`), then of 8, then the rest.
-template <class Value, class In, class Out, class Med, class Rec, class Step8, class Step16>
-[[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] inline void median_rows16(const In* in, Out* out, std::size_t width,
+// median_rows8 in place on an int32 plane with strips of 16 rows first (strip16 with `step16`;
+// planes at least 16 wide), then of 8, then the rest.
+template <class Med, class Rec, class Step8, class Step16>
+[[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] inline void median_rows16(std::int32_t* plane, std::size_t width,
                                                                         std::size_t y_begin, std::size_t y_end, Med med,
                                                                         Rec rec, Step8& step8, Step16& step16) {
   std::size_t y = y_begin;
-  if (y == 0 && y_end > 0) median_rows<Value>(in, out, width, 0, 1, med, rec), y = 1;
-  y = whole_strips(in, out, width, y, y_end, 16, [&](std::size_t at) { strip16(in, out, width, at, step16); });
-  median_rows8<Value>(in, out, width, y, y_end, med, rec, step8);
+  if (y == 0 && y_end > 0) median_rows<std::int32_t>(plane, plane, width, 0, 1, med, rec), y = 1;
+  if (width >= 16)
+    y = whole_strips(plane, plane, width, y, y_end, 16, [&](std::size_t at) { strip16(plane, width, at, step16); });
+  median_rows8<std::int32_t>(plane, plane, width, y, y_end, med, rec, step8);
 }
 
 // median8 on sixteen lanes.
