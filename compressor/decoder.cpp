@@ -135,9 +135,26 @@ std::vector<GopFrames> ArchiveDecoder::decode_chunks(std::span<const std::size_t
     const auto& chunk = index.chunks[i];
     return reader_->path().string() + ": " + frame_label(index.sequences[chunk.sequence], chunk.first_frame);
   };
+  // Checksums as the frames finish, while they are in cache: the chunk's, or each frame's.
+  std::vector<FramesHasher> chunk_hashes;
+  std::vector<std::vector<std::uint64_t>> frame_hashes(which.size());
+  for (std::size_t c = 0; c < which.size(); ++c) {
+    if (index.frame_hashes) {
+      frame_hashes[c].assign(counts[c], 0);
+    } else {
+      chunk_hashes.emplace_back(counts[c]);
+    }
+  }
+  const FrameDone hash_frame = [&](std::size_t c, std::size_t t, std::span<const std::uint16_t> pixels) {
+    if (index.frame_hashes) {
+      frame_hashes[c].at(t) = hash_pixels(pixels);
+    } else {
+      chunk_hashes[c].add(t, pixels);
+    }
+  };
   std::vector<GopFrames> frames;
   try {
-    frames = decode_gops(*predictor_, shape_of(sequence.geometry), chunks, counts, index.settings.coding);
+    frames = decode_gops(*predictor_, shape_of(sequence.geometry), chunks, counts, index.settings.coding, hash_frame);
   } catch (const std::exception& e) {
     if (!dynamic_cast<const DataError*>(&e) && !dynamic_cast<const codecs::CodecError*>(&e)) throw;
     // A batch decodes in lockstep: the damage is in one of its chunks, named by the first.
@@ -146,14 +163,16 @@ std::vector<GopFrames> ArchiveDecoder::decode_chunks(std::span<const std::size_t
   for (std::size_t c = 0; c < which.size(); ++c) {
     const auto& chunk = index.chunks[which[c]];
     const auto& seq = index.sequences[chunk.sequence];
+    if (frames[c].size() != counts[c]) throw std::logic_error("decode_chunks: frame count differs");
     if (!index.frame_hashes) {
-      if (hash_frames(frames[c]) != chunk.frames_hash)
+      if (!chunk_hashes[c].complete()) throw std::logic_error("decode_chunks: a frame was not checksummed");
+      if (chunk_hashes[c].digest() != chunk.frames_hash)
         throw DataError(reader_->path().string() + ": " + frame_label(seq, chunk.first_frame) + " to " +
                         seq.frames[chunk.first_frame + chunk.frame_count - 1].name + ": checksum mismatch after decoding");
       continue;
     }
     for (std::size_t k = 0; k < frames[c].size(); ++k)
-      if (hash_pixels(frames[c][k]) != seq.frames[chunk.first_frame + k].hash)
+      if (frame_hashes[c][k] != seq.frames[chunk.first_frame + k].hash)
         throw DataError(reader_->path().string() + ": " + frame_label(seq, chunk.first_frame + k) + ": checksum mismatch after decoding");
   }
   return frames;

@@ -909,7 +909,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
 
 std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape& shape,
                                    std::span<const std::span<const std::uint8_t>> chunks,
-                                   std::span<const std::size_t> frame_counts, const CodingSettings& settings) {
+                                   std::span<const std::size_t> frame_counts, const CodingSettings& settings,
+                                   const FrameDone& done) {
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   std::vector<GopSymbols> coded(chunks.size());
   std::vector<GopFrames> frames(chunks.size());
@@ -1148,16 +1149,21 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     }
   };
 
+  // A frame is final once its last channel's call returns: the planes still waiting for it go then.
+  const auto decode_and_tell = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
+    decode_plane(g, t, c, forecast);
+    if (done && c + 1 == shape.channels) done(g, t, frames[g][t]);
+  };
   std::vector<std::unique_ptr<GopState>> states(chunks.size());
   for (std::size_t g = 0; g < chunks.size(); ++g) {
-    for (std::uint32_t c = 0; c < shape.channels; ++c) decode_plane(g, 0, c, {});
+    for (std::uint32_t c = 0; c < shape.channels; ++c) decode_and_tell(g, 0, c, {});
     states[g] = predictor.begin_gop(shape, frames[g][0]);
   }
   const auto decoder_reconstruction = [&](std::size_t g, std::size_t t) { return std::span<const std::uint16_t>(frames[g][t]); };
   if (predictor.bidirectional()) {
-    run_hierarchical(shape, frame_counts, references, far_references, decode_plane, decoder_reconstruction);
+    run_hierarchical(shape, frame_counts, references, far_references, decode_and_tell, decoder_reconstruction);
   } else {
-    run_lockstep(predictor, shape, states, frame_counts, decode_plane, decoder_reconstruction);
+    run_lockstep(predictor, shape, states, frame_counts, decode_and_tell, decoder_reconstruction);
   }
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     readers[g].finish();
@@ -1325,9 +1331,16 @@ GopFrames decode_pixel_chunk(const FrameShape& shape, std::span<const std::uint8
   return frames;
 }
 
+// The chunks' `done` for a subset of them: its chunk i is where[i] of the whole.
+FrameDone subset_done(const FrameDone& done, std::span<const std::size_t> where) {
+  if (!done) return {};
+  return [&done, where](std::size_t i, std::size_t t, std::span<const std::uint16_t> pixels) { done(where[i], t, pixels); };
+}
+
 std::vector<GopFrames> decode_predicted(const Predictor& predictor, const FrameShape& shape,
                                         std::span<const std::span<const std::uint8_t>> chunks,
-                                        std::span<const std::size_t> frame_counts, const CodingSettings& settings) {
+                                        std::span<const std::size_t> frame_counts, const CodingSettings& settings,
+                                        const FrameDone& done) {
   const auto choices = predictor.choices();
   std::vector<std::uint8_t> chosen(chunks.size());
   for (std::size_t g = 0; g < chunks.size(); ++g) {
@@ -1335,7 +1348,7 @@ std::vector<GopFrames> decode_predicted(const Predictor& predictor, const FrameS
     if (choices.empty() ? chosen[g] != 0 : chosen[g] == 0 || chosen[g] > choices.size())
       throw DataError("chunk: predictor choice " + std::to_string(chosen[g]) + " is not one the archive's predictor offers");
   }
-  if (choices.empty()) return decode_with(predictor, shape, chunks, frame_counts, settings);
+  if (choices.empty()) return decode_with(predictor, shape, chunks, frame_counts, settings, done);
   std::vector<GopFrames> frames(chunks.size());
   for (std::size_t k = 1; k <= choices.size(); ++k) {
     std::vector<std::span<const std::uint8_t>> subset;
@@ -1343,7 +1356,7 @@ std::vector<GopFrames> decode_predicted(const Predictor& predictor, const FrameS
     for (std::size_t g = 0; g < chunks.size(); ++g)
       if (chosen[g] == k) subset.push_back(chunks[g]), counts.push_back(frame_counts[g]), where.push_back(g);
     if (subset.empty()) continue;
-    auto decoded = decode_with(*choices[k - 1], shape, subset, counts, settings);
+    auto decoded = decode_with(*choices[k - 1], shape, subset, counts, settings, subset_done(done, where));
     for (std::size_t i = 0; i < where.size(); ++i) frames[where[i]] = std::move(decoded[i]);
   }
   return frames;
@@ -1361,7 +1374,8 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
 
 std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape& shape,
                                    std::span<const std::span<const std::uint8_t>> chunks,
-                                   std::span<const std::size_t> frame_counts, const CodingSettings& settings) {
+                                   std::span<const std::size_t> frame_counts, const CodingSettings& settings,
+                                   const FrameDone& done) {
   if (chunks.size() != frame_counts.size()) throw std::invalid_argument("chunk and frame count lists differ");
   std::vector<std::span<const std::uint8_t>> predicted;
   std::vector<std::size_t> counts, where;
@@ -1369,13 +1383,15 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     if (is_pixel_chunk(chunks[g])) {
       frames[g] = decode_pixel_chunk(shape, chunks[g], frame_counts[g]);
+      if (done)
+        for (std::size_t t = 0; t < frames[g].size(); ++t) done(g, t, frames[g][t]);
     } else {
       predicted.push_back(chunks[g]), counts.push_back(frame_counts[g]), where.push_back(g);
     }
   }
-  if (where.size() == chunks.size()) return decode_predicted(predictor, shape, chunks, frame_counts, settings);
+  if (where.size() == chunks.size()) return decode_predicted(predictor, shape, chunks, frame_counts, settings, done);
   if (!where.empty()) {
-    auto decoded = decode_predicted(predictor, shape, predicted, counts, settings);
+    auto decoded = decode_predicted(predictor, shape, predicted, counts, settings, subset_done(done, where));
     for (std::size_t i = 0; i < where.size(); ++i) frames[where[i]] = std::move(decoded[i]);
   }
   return frames;

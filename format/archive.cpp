@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <string_view>
 
 #include "codecs/codec_error.hpp"
@@ -126,12 +127,35 @@ std::uint64_t hash_pixels(std::span<const std::uint16_t> pixels) {
 }
 
 std::uint64_t hash_frames(std::span<const Pixels> frames) {
+  FramesHasher hasher(frames.size());
+  for (std::size_t k = 0; k < frames.size(); ++k) hasher.add(k, frames[k]);
+  return hasher.digest();
+}
+
+struct FramesHasher::State {
+  std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> xxh{XXH64_createState(), &XXH64_freeState};
+};
+
+FramesHasher::FramesHasher(std::size_t frames) : state_(std::make_unique<State>()), waiting_(frames), added_(frames, false) {
+  if (!state_->xxh) throw std::bad_alloc();
+  XXH64_reset(state_->xxh.get(), 0);
+}
+FramesHasher::~FramesHasher() = default;
+FramesHasher::FramesHasher(FramesHasher&&) noexcept = default;
+FramesHasher& FramesHasher::operator=(FramesHasher&&) noexcept = default;
+
+void FramesHasher::add(std::size_t frame, std::span<const std::uint16_t> pixels) {
   static_assert(std::endian::native == std::endian::little, "pixels are hashed as little-endian uint16");
-  const std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state(XXH64_createState(), &XXH64_freeState);
-  if (!state) throw std::bad_alloc();
-  XXH64_reset(state.get(), 0);
-  for (const auto& f : frames) XXH64_update(state.get(), f.data(), f.size() * sizeof(std::uint16_t));
-  return XXH64_digest(state.get());
+  if (frame >= waiting_.size() || added_[frame]) throw std::logic_error("FramesHasher: frame out of range or added twice");
+  added_[frame] = true;
+  waiting_[frame] = pixels;
+  for (; next_ < waiting_.size() && added_[next_]; ++next_)
+    XXH64_update(state_->xxh.get(), waiting_[next_].data(), waiting_[next_].size_bytes());
+}
+
+std::uint64_t FramesHasher::digest() const {
+  if (!complete()) throw std::logic_error("FramesHasher: frames missing");
+  return XXH64_digest(state_->xxh.get());
 }
 
 FrameShape shape_of(const Geometry& g) { return {g.width, g.height, g.channels, g.max_value()}; }

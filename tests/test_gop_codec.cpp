@@ -165,6 +165,42 @@ TEST_CASE("decoded frames do not depend on what the allocator hands back", "[gop
                     {"auto", "previous", "intra", "bidirectional"}, bounds);
 }
 
+// The checksum of decode_chunks is taken as decode_gops tells of each frame: it must tell of
+// every frame once, with its final pixels, in lockstep and bidirectional GOPs, gray and colour,
+// batched with GOPs of other lengths and with pixel chunks.
+TEST_CASE("decode_gops tells of every frame once, when its pixels are final", "[gop]") {
+  for (const auto shape : {FrameShape{40, 32, 1, 255}, FrameShape{24, 20, 3, 255}})
+    for (const char* kind : {"previous", "motion", "bidirectional", "auto"})
+      for (const bool pixel_chunks : {false, true}) {
+        INFO(kind << " channels " << shape.channels << " pixel chunks " << pixel_chunks);
+        const auto predictor = make_classical_predictor(kind);
+        const auto a = moving_scene(shape, 7, 11), b = moving_scene(shape, 4, 12);
+        const GopFrames still(3, a[0]);  // exact repeats: a pixel chunk where they are allowed
+        CodingSettings settings;
+        settings.pixel_chunks = pixel_chunks;
+        settings.coded_motion = true;
+        const GopFrames* gops[] = {&a, &b, &still};
+        const auto encoded = encode_gops(*predictor, shape, gops, settings);
+        std::vector<std::span<const std::uint8_t>> chunks;
+        for (const auto& e : encoded) chunks.emplace_back(e.bytes);
+        const std::size_t counts[] = {a.size(), b.size(), still.size()};
+        std::vector<std::vector<std::vector<std::uint16_t>>> told(3);
+        for (std::size_t g = 0; g < 3; ++g) told[g].resize(counts[g]);
+        std::size_t calls = 0;
+        const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings,
+                                         [&](std::size_t g, std::size_t t, std::span<const std::uint16_t> pixels) {
+                                           REQUIRE(g < 3);
+                                           REQUIRE(t < counts[g]);
+                                           REQUIRE(told[g][t].empty());
+                                           told[g][t].assign(pixels.begin(), pixels.end());  // as they are now
+                                           ++calls;
+                                         });
+        CHECK(calls == a.size() + b.size() + still.size());
+        for (std::size_t g = 0; g < 3; ++g)
+          for (std::size_t t = 0; t < counts[g]; ++t) REQUIRE(std::equal(told[g][t].begin(), told[g][t].end(), decoded[g][t].begin(), decoded[g][t].end()));
+      }
+}
+
 TEST_CASE("GOPs of different lengths are coded in one batch", "[gop]") {
   const FrameShape shape{32, 24, 1, 255};
   const auto a = moving_scene(shape, 5, 3), b = moving_scene(shape, 2, 4), c = moving_scene(shape, 1, 5);
