@@ -7,6 +7,7 @@
 #include <span>
 
 #include "codecs/plane_transform.hpp"
+#include "codecs/simd.hpp"
 
 namespace tezip::codecs {
 
@@ -33,6 +34,8 @@ struct ChannelPlan {
   static ChannelPlan from_legacy_deltas(bool second_minus_first, bool third_minus_second);
 
   ChannelRef ref(std::size_t position) const { return position == 0 ? ChannelRef::None : position == 1 ? second : third; }
+  // Whether a plane coded after `position` is coded against the plane there.
+  bool referenced(std::size_t position) const;
   std::size_t position(std::size_t channel) const;
   // Any plane coded against another, or out of storage order.
   bool relates_planes() const { return order != std::array<std::uint8_t, 3>{0, 1, 2} || second != ChannelRef::None || third != ChannelRef::None; }
@@ -48,12 +51,14 @@ void apply_channel_ref(ChannelRef ref, std::span<const std::int32_t> plane, std:
 void undo_channel_ref(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
                       std::span<const std::int32_t> second, std::span<std::int32_t> out);
 // undo_channel_ref, and in the same pass each sum added to its forecast as lossless dequantization
-// does (dequantize_plane): `out` receives the sums, `pixels` the pixels, kept to 16 bits. True when a
-// pixel left [0, max_value] (a damaged stream; the caller refuses the plane). `ref` is not None.
+// does (dequantize_plane): `out` receives the sums (empty: no plane coded later needs them, and
+// they are not stored), `pixels` the pixels, kept to 16 bits. True when a pixel left
+// [0, max_value] (a damaged stream; the caller refuses the plane, and `pixels` then hold values
+// that may differ between paths). `ref` is not None.
 bool undo_channel_ref_lossless(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
                                std::span<const std::int32_t> second, std::span<std::int32_t> out,
                                std::span<const std::uint16_t> forecast, std::uint32_t max_value,
-                               std::span<std::uint16_t> pixels);
+                               std::span<std::uint16_t> pixels, SimdPath path = simd_path());
 
 // What a plan is chosen by, for one frame: cost[k][r] is the estimate of plane k as it is (r = 3),
 // minus plane r (r != k), or minus the floor of the mean of the other two (r = k), with the spatial

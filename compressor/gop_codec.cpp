@@ -1135,7 +1135,8 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         if (ref != codecs::ChannelRef::None) {
           const auto row_sums = std::span<std::int32_t>(sums).subspan(y0 * w, n);
           if (bound.tolerance == 0 && bound.pointwise_rel <= 0) {  // lossless: the sums and the pixels in one pass
-            if (codecs::undo_channel_ref_lossless(ref, rows, first.subspan(y0 * w, n), second.subspan(y0 * w, n), row_sums,
+            const auto kept_sums = plan.referenced(p) ? row_sums : std::span<std::int32_t>();
+            if (codecs::undo_channel_ref_lossless(ref, rows, first.subspan(y0 * w, n), second.subspan(y0 * w, n), kept_sums,
                                                   plane_forecast.subspan(y0 * w, n), bound.max_value, out.subspan(y0 * w, n)))
               throw codecs::CodecError("lossless residual leaves the pixel range");
             continue;

@@ -87,7 +87,7 @@ TEST_CASE("channel references are undone exactly, for any values (wrapping)", "[
   CHECK_THROWS_AS(apply_channel_ref(ChannelRef::Mean, zero, a, {}, out), CodecError);
 }
 
-TEST_CASE("the fused lossless pass gives undo_channel_ref's sums and dequantization's pixels", "[channel_plan]") {
+TEST_CASE("the fused lossless pass gives undo_channel_ref's sums and dequantization's pixels", "[channel_plan][simd]") {
   std::mt19937 rng(9);
   const std::size_t n = 1000;
   for (const std::uint32_t max_value : {255u, 65535u}) {
@@ -102,19 +102,47 @@ TEST_CASE("the fused lossless pass gives undo_channel_ref's sums and dequantizat
     }
     for (const bool damaged : {false, true}) {
       if (damaged) plane[n / 2] = std::int32_t(max_value) + 100;
-      for (const ChannelRef ref : {ChannelRef::First, ChannelRef::Second, ChannelRef::Mean}) {
-        INFO("max " << max_value << ", damaged " << damaged << ", reference " << int(ref));
-        undo_channel_ref(ref, plane, first, second, expected);
-        bool outside = false;
-        for (std::size_t i = 0; i < n; ++i) {
-          const std::int64_t y = std::int64_t(forecast[i]) + expected[i];
-          outside = outside || y < 0 || y > std::int64_t(max_value);
-        }
-        CHECK(undo_channel_ref_lossless(ref, plane, first, second, sums, forecast, max_value, pixels) == outside);
-        CHECK(outside == damaged);
-        CHECK(sums == expected);
-        for (std::size_t i = 0; i < n && !damaged; ++i) REQUIRE(pixels[i] == forecast[i] + expected[i]);
-      }
+      for (const ChannelRef ref : {ChannelRef::First, ChannelRef::Second, ChannelRef::Mean})
+        for (const SimdPath path : supported_simd_paths())
+          for (const bool keep : {true, false}) {  // sums stored, or not (no plane coded later needs them)
+            INFO("max " << max_value << ", damaged " << damaged << ", reference " << int(ref) << ", " << simd_name(path)
+                        << ", sums kept " << keep);
+            undo_channel_ref(ref, plane, first, second, expected);
+            bool outside = false;
+            for (std::size_t i = 0; i < n; ++i) {
+              const std::int64_t y = std::int64_t(forecast[i]) + expected[i];
+              outside = outside || y < 0 || y > std::int64_t(max_value);
+            }
+            std::fill(sums.begin(), sums.end(), -7);
+            CHECK(undo_channel_ref_lossless(ref, plane, first, second, keep ? std::span<std::int32_t>(sums) : std::span<std::int32_t>(),
+                                            forecast, max_value, pixels, path) == outside);
+            CHECK(outside == damaged);
+            if (keep) CHECK(sums == expected);
+            if (!keep) CHECK(std::count(sums.begin(), sums.end(), -7) == std::ptrdiff_t(n));
+            for (std::size_t i = 0; i < n && !damaged; ++i) REQUIRE(pixels[i] == forecast[i] + expected[i]);
+          }
+    }
+  }
+  // The mean of extreme references, exact on every path (the floor of the true mean, never wrapped),
+  // with symbols that bring the sums back near the forecast.
+  {
+    const std::size_t m = 67;
+    std::vector<std::int32_t> a(m), b(m), plane(m), expected(m), sums(m);
+    std::vector<std::uint16_t> forecast(m, 100), pixels(m);
+    for (std::size_t i = 0; i < m; ++i) {
+      const std::int32_t k = std::int32_t(i);
+      a[i] = i % 2 ? std::numeric_limits<std::int32_t>::max() - k : std::numeric_limits<std::int32_t>::min() + k;
+      b[i] = i % 3 ? std::numeric_limits<std::int32_t>::max() - 2 * k : std::numeric_limits<std::int32_t>::min() + 3 * k;
+      const std::int64_t mean = (std::int64_t(a[i]) + b[i]) >> 1;  // floor
+      plane[i] = std::int32_t(std::uint32_t(std::int64_t(k % 5) - 2 - mean));
+    }
+    undo_channel_ref(ChannelRef::Mean, plane, a, b, expected);
+    for (std::size_t i = 0; i < m; ++i) REQUIRE(expected[i] == std::int32_t(i % 5) - 2);
+    for (const SimdPath path : supported_simd_paths()) {
+      INFO(simd_name(path));
+      CHECK_FALSE(undo_channel_ref_lossless(ChannelRef::Mean, plane, a, b, sums, forecast, 255, pixels, path));
+      CHECK(sums == expected);
+      for (std::size_t i = 0; i < m; ++i) REQUIRE(pixels[i] == 100 + expected[i]);
     }
   }
   std::vector<std::int32_t> zero(4, 0), out(4);
