@@ -266,10 +266,12 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
 // and decoder: forecast frame t of every GOP that has one (one call for the batch), code or decode
 // each plane against its slice of the forecast (empty for intra frames), then let the predictor
 // observe the reconstructions. `code_plane(g, t, c, forecast)` does the plane; `reconstruction(g, t)`
-// is the frame it produced.
-template <class CodePlane, class Reconstruction>
+// is the frame it produced. Where the predictor's forecast is pure, GOPs whose frame t
+// `uses_forecast(g, t)` denies are not forecast: their planes get a forecast of stale values.
+template <class UsesForecast, class CodePlane, class Reconstruction>
 void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span<const std::unique_ptr<GopState>> states,
-                  std::span<const std::size_t> lengths, CodePlane code_plane, Reconstruction reconstruction) {
+                  std::span<const std::size_t> lengths, UsesForecast uses_forecast, CodePlane code_plane,
+                  Reconstruction reconstruction) {
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   const std::size_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   std::vector<GopState*> active;
@@ -287,12 +289,16 @@ void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span
     const bool intra = frame_is_intra(predictor, t);
     if (!intra && !previous_frame) {
       forecasts.resize(active.size());
+      std::vector<GopState*> asked;
       std::vector<std::span<std::uint16_t>> views;
-      for (auto& f : forecasts) {
-        f.resize(shape.size());
-        views.emplace_back(f);
+      for (std::size_t a = 0; a < active.size(); ++a) {
+        forecasts[a].resize(shape.size());
+        if (!predictor.forecast_is_pure() || uses_forecast(active_index[a], t)) {
+          asked.push_back(active[a]);
+          views.emplace_back(forecasts[a]);
+        }
       }
-      predictor.forecast(active, views);
+      if (!asked.empty()) predictor.forecast(asked, views);
     }
     std::vector<std::span<const std::uint16_t>> observed;
     for (std::size_t a = 0; a < active.size(); ++a) {
@@ -843,7 +849,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   if (predictor.bidirectional()) {
     run_hierarchical(shape, lengths, reference, far_reference, code_plane, encoder_reconstruction);
   } else {
-    run_lockstep(predictor, shape, states, lengths, code_plane, encoder_reconstruction);
+    run_lockstep(predictor, shape, states, lengths, [](std::size_t, std::size_t) { return true; }, code_plane,
+                 encoder_reconstruction);
   }
 
   if (colour)
@@ -1164,7 +1171,17 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   if (predictor.bidirectional()) {
     run_hierarchical(shape, frame_counts, references, far_references, decode_and_tell, decoder_reconstruction);
   } else {
-    run_lockstep(predictor, shape, states, frame_counts, decode_and_tell, decoder_reconstruction);
+    // A plane whose coded motion replaces the forecast (and no forecast map reads it), or one coded
+    // spatially, does not read the predictor's forecast.
+    const auto uses_forecast = [&](std::size_t g, std::size_t t) {
+      for (const PlaneRecord& p : coded[g].planes[t]) {
+        const bool replaced = (p.mode & kMotionFlag) && !(p.mode & kBlockMapFlag);
+        const bool spatial = (p.mode & ~kModeFlags) == kIntraPlane;
+        if (p.run_count > 0 || !(replaced || spatial)) return true;
+      }
+      return false;
+    };
+    run_lockstep(predictor, shape, states, frame_counts, uses_forecast, decode_and_tell, decoder_reconstruction);
   }
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     readers[g].finish();

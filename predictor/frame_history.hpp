@@ -17,6 +17,7 @@ struct FrameHistory final : GopState {
 // Base of the classical predictors, which forecast from the last two reconstructed frames.
 class HistoryPredictor : public Predictor {
  public:
+  bool forecast_is_pure() const override { return true; }
   std::unique_ptr<GopState> begin_gop(const FrameShape& shape, std::span<const std::uint16_t> key_frame) const override {
     auto state = std::make_unique<FrameHistory>();
     state->shape = shape;

@@ -53,6 +53,9 @@ class Predictor {
   // GOP codec then uses that frame in place and calls neither forecast nor observe, saving two
   // copies of every frame.
   virtual bool forecasts_previous_frame() const { return false; }
+  // Whether forecast() only reads its GopStates: a caller may then skip the forecast of a frame it
+  // does not use (a decoder whose planes all take coded motion), observe() following as ever.
+  virtual bool forecast_is_pure() const { return false; }
   // Frames after the key frame are coded out of order, each forecast from reconstructed frames on
   // both sides (compressor/gop_codec.cpp, hierarchical GOPs); forecast() and observe() are then
   // used only by the dynamic GOP window.
