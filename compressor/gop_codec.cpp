@@ -917,7 +917,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
 std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape& shape,
                                    std::span<const std::span<const std::uint8_t>> chunks,
                                    std::span<const std::size_t> frame_counts, const CodingSettings& settings,
-                                   const FrameDone& done) {
+                                   const PlaneDone& done) {
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   std::vector<GopSymbols> coded(chunks.size());
   std::vector<GopFrames> frames(chunks.size());
@@ -1098,6 +1098,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       const std::span<const std::uint32_t> lengths(s.run_lengths.data() + run_pos[g], record.run_count);
       codecs::interval_dequantize(values, lengths, forecast, shape.max_value, recon);
       run_pos[g] += record.run_count;
+      if (done) done(g, t, c, recon);
       return;
     }
     // A frame's planes with symbols are reconstructed in the order of its channel plan, each as
@@ -1127,6 +1128,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
           codecs::undo_channel_ref(ref, plane_symbols, first, second, sums);
         }
         codecs::dequantize_plane_intra(sums, shape.width, bound, out, literals[g]);
+        if (done) done(g, t, k, out);
         continue;
       }
       // The inverse transform of the next rows reads these rows as they were before the channel
@@ -1154,22 +1156,19 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         codecs::dequantize_plane(rows, plane_forecast.subspan(y0 * w, n), bound, out.subspan(y0 * w, n), literals[g]);
       }
       if (ref == codecs::ChannelRef::None) sums.swap(plane_symbols);
+      if (done) done(g, t, k, out);
     }
   };
 
-  // A frame is final once its last channel's call returns: the planes still waiting for it go then.
-  const auto decode_and_tell = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
-    decode_plane(g, t, c, forecast);
-    if (done && c + 1 == shape.channels) done(g, t, frames[g][t]);
-  };
+
   std::vector<std::unique_ptr<GopState>> states(chunks.size());
   for (std::size_t g = 0; g < chunks.size(); ++g) {
-    for (std::uint32_t c = 0; c < shape.channels; ++c) decode_and_tell(g, 0, c, {});
+    for (std::uint32_t c = 0; c < shape.channels; ++c) decode_plane(g, 0, c, {});
     states[g] = predictor.begin_gop(shape, frames[g][0]);
   }
   const auto decoder_reconstruction = [&](std::size_t g, std::size_t t) { return std::span<const std::uint16_t>(frames[g][t]); };
   if (predictor.bidirectional()) {
-    run_hierarchical(shape, frame_counts, references, far_references, decode_and_tell, decoder_reconstruction);
+    run_hierarchical(shape, frame_counts, references, far_references, decode_plane, decoder_reconstruction);
   } else {
     // A plane whose coded motion replaces the forecast (and no forecast map reads it), or one coded
     // spatially, does not read the predictor's forecast.
@@ -1181,7 +1180,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       }
       return false;
     };
-    run_lockstep(predictor, shape, states, frame_counts, uses_forecast, decode_and_tell, decoder_reconstruction);
+    run_lockstep(predictor, shape, states, frame_counts, uses_forecast, decode_plane, decoder_reconstruction);
   }
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     readers[g].finish();
@@ -1350,15 +1349,17 @@ GopFrames decode_pixel_chunk(const FrameShape& shape, std::span<const std::uint8
 }
 
 // The chunks' `done` for a subset of them: its chunk i is where[i] of the whole.
-FrameDone subset_done(const FrameDone& done, std::span<const std::size_t> where) {
+PlaneDone subset_done(const PlaneDone& done, std::span<const std::size_t> where) {
   if (!done) return {};
-  return [&done, where](std::size_t i, std::size_t t, std::span<const std::uint16_t> pixels) { done(where[i], t, pixels); };
+  return [&done, where](std::size_t i, std::size_t t, std::size_t c, std::span<const std::uint16_t> pixels) {
+    done(where[i], t, c, pixels);
+  };
 }
 
 std::vector<GopFrames> decode_predicted(const Predictor& predictor, const FrameShape& shape,
                                         std::span<const std::span<const std::uint8_t>> chunks,
                                         std::span<const std::size_t> frame_counts, const CodingSettings& settings,
-                                        const FrameDone& done) {
+                                        const PlaneDone& done) {
   const auto choices = predictor.choices();
   std::vector<std::uint8_t> chosen(chunks.size());
   for (std::size_t g = 0; g < chunks.size(); ++g) {
@@ -1393,7 +1394,7 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
 std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape& shape,
                                    std::span<const std::span<const std::uint8_t>> chunks,
                                    std::span<const std::size_t> frame_counts, const CodingSettings& settings,
-                                   const FrameDone& done) {
+                                   const PlaneDone& done) {
   if (chunks.size() != frame_counts.size()) throw std::invalid_argument("chunk and frame count lists differ");
   std::vector<std::span<const std::uint8_t>> predicted;
   std::vector<std::size_t> counts, where;
@@ -1401,8 +1402,12 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     if (is_pixel_chunk(chunks[g])) {
       frames[g] = decode_pixel_chunk(shape, chunks[g], frame_counts[g]);
-      if (done)
-        for (std::size_t t = 0; t < frames[g].size(); ++t) done(g, t, frames[g][t]);
+      if (done) {
+        const std::size_t plane_size = std::size_t(shape.width) * shape.height;
+        for (std::size_t t = 0; t < frames[g].size(); ++t)
+          for (std::size_t c = 0; c < shape.channels; ++c)
+            done(g, t, c, std::span<const std::uint16_t>(frames[g][t]).subspan(c * plane_size, plane_size));
+      }
     } else {
       predicted.push_back(chunks[g]), counts.push_back(frame_counts[g]), where.push_back(g);
     }

@@ -136,7 +136,7 @@ struct FramesHasher::State {
   std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> xxh{XXH64_createState(), &XXH64_freeState};
 };
 
-FramesHasher::FramesHasher(std::size_t frames) : state_(std::make_unique<State>()), waiting_(frames), added_(frames, false) {
+FramesHasher::FramesHasher(std::size_t parts) : state_(std::make_unique<State>()), waiting_(parts), added_(parts, false) {
   if (!state_->xxh) throw std::bad_alloc();
   XXH64_reset(state_->xxh.get(), 0);
 }
@@ -144,17 +144,17 @@ FramesHasher::~FramesHasher() = default;
 FramesHasher::FramesHasher(FramesHasher&&) noexcept = default;
 FramesHasher& FramesHasher::operator=(FramesHasher&&) noexcept = default;
 
-void FramesHasher::add(std::size_t frame, std::span<const std::uint16_t> pixels) {
+void FramesHasher::add(std::size_t part, std::span<const std::uint16_t> pixels) {
   static_assert(std::endian::native == std::endian::little, "pixels are hashed as little-endian uint16");
-  if (frame >= waiting_.size() || added_[frame]) throw std::logic_error("FramesHasher: frame out of range or added twice");
-  added_[frame] = true;
-  waiting_[frame] = pixels;
+  if (part >= waiting_.size() || added_[part]) throw std::logic_error("FramesHasher: part out of range or added twice");
+  added_[part] = true;
+  waiting_[part] = pixels;
   for (; next_ < waiting_.size() && added_[next_]; ++next_)
     XXH64_update(state_->xxh.get(), waiting_[next_].data(), waiting_[next_].size_bytes());
 }
 
 std::uint64_t FramesHasher::digest() const {
-  if (!complete()) throw std::logic_error("FramesHasher: frames missing");
+  if (!complete()) throw std::logic_error("FramesHasher: parts missing");
   return XXH64_digest(state_->xxh.get());
 }
 

@@ -112,17 +112,17 @@ std::uint64_t hash_pixels(std::span<const std::uint16_t> pixels);
 // XXH64 of frames' pixels one after the other (ChunkEntry::frames_hash).
 std::uint64_t hash_frames(std::span<const Pixels> frames);
 
-// hash_frames' value fed a frame at a time, in any order: each frame is hashed as soon as every
-// frame before it has been, so a decoder that tells it of frames as they finish hashes them while
-// they are in cache (three times XXH64's speed from memory here). Frames added out of order must
-// stay valid until hashed.
+// hash_frames' value fed a part at a time (a frame, or a plane of one), in any order: each part
+// is hashed as soon as every part before it has been, so a decoder that tells it of planes as they
+// finish hashes them while they are in cache (three times XXH64's speed from memory here). Parts
+// added out of order must stay valid until hashed.
 class FramesHasher {
  public:
-  explicit FramesHasher(std::size_t frames);
+  explicit FramesHasher(std::size_t parts);
   ~FramesHasher();
   FramesHasher(FramesHasher&&) noexcept;
   FramesHasher& operator=(FramesHasher&&) noexcept;
-  void add(std::size_t frame, std::span<const std::uint16_t> pixels);  // once per frame
+  void add(std::size_t part, std::span<const std::uint16_t> pixels);  // once per part
   bool complete() const { return next_ == waiting_.size(); }
   std::uint64_t digest() const;  // once complete
 

@@ -165,14 +165,15 @@ TEST_CASE("decoded frames do not depend on what the allocator hands back", "[gop
                     {"auto", "previous", "intra", "bidirectional"}, bounds);
 }
 
-// The checksum of decode_chunks is taken as decode_gops tells of each frame: it must tell of
-// every frame once, with its final pixels, in lockstep and bidirectional GOPs, gray and colour,
+// The checksum of decode_chunks is taken as decode_gops tells of each plane: it must tell of
+// every plane once, with its final pixels, in lockstep and bidirectional GOPs, gray and colour,
 // batched with GOPs of other lengths and with pixel chunks.
-TEST_CASE("decode_gops tells of every frame once, when its pixels are final", "[gop]") {
+TEST_CASE("decode_gops tells of every plane once, when its pixels are final", "[gop]") {
   for (const auto shape : {FrameShape{40, 32, 1, 255}, FrameShape{24, 20, 3, 255}})
     for (const char* kind : {"previous", "motion", "bidirectional", "auto"})
       for (const bool pixel_chunks : {false, true}) {
         INFO(kind << " channels " << shape.channels << " pixel chunks " << pixel_chunks);
+        const std::size_t plane = std::size_t(shape.width) * shape.height;
         const auto predictor = make_classical_predictor(kind);
         const auto a = moving_scene(shape, 7, 11), b = moving_scene(shape, 4, 12);
         const GopFrames still(3, a[0]);  // exact repeats: a pixel chunk where they are allowed
@@ -184,20 +185,28 @@ TEST_CASE("decode_gops tells of every frame once, when its pixels are final", "[
         std::vector<std::span<const std::uint8_t>> chunks;
         for (const auto& e : encoded) chunks.emplace_back(e.bytes);
         const std::size_t counts[] = {a.size(), b.size(), still.size()};
-        std::vector<std::vector<std::vector<std::uint16_t>>> told(3);
-        for (std::size_t g = 0; g < 3; ++g) told[g].resize(counts[g]);
+        std::vector<std::vector<std::vector<std::uint16_t>>> told(3);  // [chunk][frame * channels + channel]
+        for (std::size_t g = 0; g < 3; ++g) told[g].resize(counts[g] * shape.channels);
         std::size_t calls = 0;
         const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings,
-                                         [&](std::size_t g, std::size_t t, std::span<const std::uint16_t> pixels) {
+                                         [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> pixels) {
                                            REQUIRE(g < 3);
                                            REQUIRE(t < counts[g]);
-                                           REQUIRE(told[g][t].empty());
-                                           told[g][t].assign(pixels.begin(), pixels.end());  // as they are now
+                                           REQUIRE(c < shape.channels);
+                                           REQUIRE(pixels.size() == plane);
+                                           auto& copy = told[g][t * shape.channels + c];
+                                           REQUIRE(copy.empty());
+                                           copy.assign(pixels.begin(), pixels.end());  // as they are now
                                            ++calls;
                                          });
-        CHECK(calls == a.size() + b.size() + still.size());
+        CHECK(calls == (a.size() + b.size() + still.size()) * shape.channels);
         for (std::size_t g = 0; g < 3; ++g)
-          for (std::size_t t = 0; t < counts[g]; ++t) REQUIRE(std::equal(told[g][t].begin(), told[g][t].end(), decoded[g][t].begin(), decoded[g][t].end()));
+          for (std::size_t t = 0; t < counts[g]; ++t)
+            for (std::size_t c = 0; c < shape.channels; ++c) {
+              const auto& copy = told[g][t * shape.channels + c];
+              const auto* final_pixels = decoded[g][t].data() + c * plane;
+              REQUIRE(std::equal(copy.begin(), copy.end(), final_pixels, final_pixels + plane));
+            }
       }
 }
 
