@@ -135,29 +135,31 @@ std::vector<GopFrames> ArchiveDecoder::decode_chunks(std::span<const std::size_t
     const auto& chunk = index.chunks[i];
     return reader_->path().string() + ": " + frame_label(index.sequences[chunk.sequence], chunk.first_frame);
   };
-  // Checksums as the planes finish, while they are in cache: the chunk's (its frames' planes one
+  // Checksums as rows are decoded, while they are in cache: the chunk's (its frames' rows one
   // after the other), or each frame's.
-  const std::size_t channels = sequence.geometry.channels;
+  const auto& geometry = sequence.geometry;
+  const std::size_t channels = geometry.channels, height = geometry.height, width = geometry.width;
   std::vector<FramesHasher> chunk_hashes;
   std::vector<std::vector<FramesHasher>> frame_hashes(which.size());
   for (std::size_t c = 0; c < which.size(); ++c) {
     if (index.frame_hashes) {
-      for (std::size_t t = 0; t < counts[c]; ++t) frame_hashes[c].emplace_back(channels);
+      for (std::size_t t = 0; t < counts[c]; ++t) frame_hashes[c].emplace_back(channels * height, width);
     } else {
-      chunk_hashes.emplace_back(counts[c] * channels);
+      chunk_hashes.emplace_back(counts[c] * channels * height, width);
     }
   }
-  const PlaneDone hash_plane = [&](std::size_t c, std::size_t t, std::size_t channel, std::span<const std::uint16_t> pixels) {
-    if (channel >= channels) throw std::logic_error("decode_chunks: no such channel");
+  const RowsDone hash_rows = [&](std::size_t c, std::size_t t, std::size_t channel, std::size_t y, std::span<const std::uint16_t> rows) {
+    if (channel >= channels || y >= height) throw std::logic_error("decode_chunks: no such row");
+    const std::size_t row_in_frame = channel * height + y;
     if (index.frame_hashes) {
-      frame_hashes[c].at(t).add(channel, pixels);
+      frame_hashes[c].at(t).add(row_in_frame, rows);
     } else {
-      chunk_hashes[c].add(t * channels + channel, pixels);
+      chunk_hashes[c].add(t * channels * height + row_in_frame, rows);
     }
   };
   std::vector<GopFrames> frames;
   try {
-    frames = decode_gops(*predictor_, shape_of(sequence.geometry), chunks, counts, index.settings.coding, hash_plane);
+    frames = decode_gops(*predictor_, shape_of(sequence.geometry), chunks, counts, index.settings.coding, hash_rows);
   } catch (const std::exception& e) {
     if (!dynamic_cast<const DataError*>(&e) && !dynamic_cast<const codecs::CodecError*>(&e)) throw;
     // A batch decodes in lockstep: the damage is in one of its chunks, named by the first.
@@ -168,14 +170,14 @@ std::vector<GopFrames> ArchiveDecoder::decode_chunks(std::span<const std::size_t
     const auto& seq = index.sequences[chunk.sequence];
     if (frames[c].size() != counts[c]) throw std::logic_error("decode_chunks: frame count differs");
     if (!index.frame_hashes) {
-      if (!chunk_hashes[c].complete()) throw std::logic_error("decode_chunks: a plane was not checksummed");
+      if (!chunk_hashes[c].complete()) throw std::logic_error("decode_chunks: a row was not checksummed");
       if (chunk_hashes[c].digest() != chunk.frames_hash)
         throw DataError(reader_->path().string() + ": " + frame_label(seq, chunk.first_frame) + " to " +
                         seq.frames[chunk.first_frame + chunk.frame_count - 1].name + ": checksum mismatch after decoding");
       continue;
     }
     for (std::size_t k = 0; k < frames[c].size(); ++k) {
-      if (!frame_hashes[c][k].complete()) throw std::logic_error("decode_chunks: a plane was not checksummed");
+      if (!frame_hashes[c][k].complete()) throw std::logic_error("decode_chunks: a row was not checksummed");
       if (frame_hashes[c][k].digest() != seq.frames[chunk.first_frame + k].hash)
         throw DataError(reader_->path().string() + ": " + frame_label(seq, chunk.first_frame + k) + ": checksum mismatch after decoding");
     }

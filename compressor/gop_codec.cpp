@@ -917,7 +917,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
 std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape& shape,
                                    std::span<const std::span<const std::uint8_t>> chunks,
                                    std::span<const std::size_t> frame_counts, const CodingSettings& settings,
-                                   const PlaneDone& done) {
+                                   const RowsDone& done) {
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   std::vector<GopSymbols> coded(chunks.size());
   std::vector<GopFrames> frames(chunks.size());
@@ -1098,7 +1098,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       const std::span<const std::uint32_t> lengths(s.run_lengths.data() + run_pos[g], record.run_count);
       codecs::interval_dequantize(values, lengths, forecast, shape.max_value, recon);
       run_pos[g] += record.run_count;
-      if (done) done(g, t, c, recon);
+      if (done) done(g, t, c, 0, recon);
       return;
     }
     // A frame's planes with symbols are reconstructed in the order of its channel plan, each as
@@ -1128,7 +1128,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
           codecs::undo_channel_ref(ref, plane_symbols, first, second, sums);
         }
         codecs::dequantize_plane_intra(sums, shape.width, bound, out, literals[g]);
-        if (done) done(g, t, k, out);
+        if (done) done(g, t, k, 0, out);
         continue;
       }
       // The inverse transform of the next rows reads these rows as they were before the channel
@@ -1141,22 +1141,24 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         const std::size_t n = (y1 - y0) * w;
         codecs::inverse_transform_rows(transform, plane_symbols, w, y0, y1);
         std::span<const std::int32_t> rows = std::span<const std::int32_t>(plane_symbols).subspan(y0 * w, n);
-        if (ref != codecs::ChannelRef::None) {
-          const auto row_sums = std::span<std::int32_t>(sums).subspan(y0 * w, n);
-          if (bound.tolerance == 0 && bound.pointwise_rel <= 0) {  // lossless: the sums and the pixels in one pass
-            const auto kept_sums = plan.referenced(p) ? row_sums : std::span<std::int32_t>();
-            if (codecs::undo_channel_ref_lossless(ref, rows, first.subspan(y0 * w, n), second.subspan(y0 * w, n), kept_sums,
-                                                  plane_forecast.subspan(y0 * w, n), bound.max_value, out.subspan(y0 * w, n)))
-              throw codecs::CodecError("lossless residual leaves the pixel range");
-            continue;
+        const std::span<std::uint16_t> out_rows = out.subspan(y0 * w, n);
+        const bool lossless = bound.tolerance == 0 && bound.pointwise_rel <= 0;
+        if (ref != codecs::ChannelRef::None && lossless) {  // the sums and the pixels in one pass
+          const auto kept_sums = plan.referenced(p) ? std::span<std::int32_t>(sums).subspan(y0 * w, n) : std::span<std::int32_t>();
+          if (codecs::undo_channel_ref_lossless(ref, rows, first.subspan(y0 * w, n), second.subspan(y0 * w, n), kept_sums,
+                                                plane_forecast.subspan(y0 * w, n), bound.max_value, out_rows))
+            throw codecs::CodecError("lossless residual leaves the pixel range");
+        } else {
+          if (ref != codecs::ChannelRef::None) {
+            const auto row_sums = std::span<std::int32_t>(sums).subspan(y0 * w, n);
+            codecs::undo_channel_ref(ref, rows, first.subspan(y0 * w, n), second.subspan(y0 * w, n), row_sums);
+            rows = row_sums;
           }
-          codecs::undo_channel_ref(ref, rows, first.subspan(y0 * w, n), second.subspan(y0 * w, n), row_sums);
-          rows = row_sums;
+          codecs::dequantize_plane(rows, plane_forecast.subspan(y0 * w, n), bound, out_rows, literals[g]);
         }
-        codecs::dequantize_plane(rows, plane_forecast.subspan(y0 * w, n), bound, out.subspan(y0 * w, n), literals[g]);
+        if (done) done(g, t, k, y0, out_rows);  // while the rows are in cache
       }
       if (ref == codecs::ChannelRef::None) sums.swap(plane_symbols);
-      if (done) done(g, t, k, out);
     }
   };
 
@@ -1349,17 +1351,17 @@ GopFrames decode_pixel_chunk(const FrameShape& shape, std::span<const std::uint8
 }
 
 // The chunks' `done` for a subset of them: its chunk i is where[i] of the whole.
-PlaneDone subset_done(const PlaneDone& done, std::span<const std::size_t> where) {
+RowsDone subset_done(const RowsDone& done, std::span<const std::size_t> where) {
   if (!done) return {};
-  return [&done, where](std::size_t i, std::size_t t, std::size_t c, std::span<const std::uint16_t> pixels) {
-    done(where[i], t, c, pixels);
+  return [&done, where](std::size_t i, std::size_t t, std::size_t c, std::size_t y, std::span<const std::uint16_t> rows) {
+    done(where[i], t, c, y, rows);
   };
 }
 
 std::vector<GopFrames> decode_predicted(const Predictor& predictor, const FrameShape& shape,
                                         std::span<const std::span<const std::uint8_t>> chunks,
                                         std::span<const std::size_t> frame_counts, const CodingSettings& settings,
-                                        const PlaneDone& done) {
+                                        const RowsDone& done) {
   const auto choices = predictor.choices();
   std::vector<std::uint8_t> chosen(chunks.size());
   for (std::size_t g = 0; g < chunks.size(); ++g) {
@@ -1394,7 +1396,7 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
 std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape& shape,
                                    std::span<const std::span<const std::uint8_t>> chunks,
                                    std::span<const std::size_t> frame_counts, const CodingSettings& settings,
-                                   const PlaneDone& done) {
+                                   const RowsDone& done) {
   if (chunks.size() != frame_counts.size()) throw std::invalid_argument("chunk and frame count lists differ");
   std::vector<std::span<const std::uint8_t>> predicted;
   std::vector<std::size_t> counts, where;
@@ -1406,7 +1408,7 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
         const std::size_t plane_size = std::size_t(shape.width) * shape.height;
         for (std::size_t t = 0; t < frames[g].size(); ++t)
           for (std::size_t c = 0; c < shape.channels; ++c)
-            done(g, t, c, std::span<const std::uint16_t>(frames[g][t]).subspan(c * plane_size, plane_size));
+            done(g, t, c, 0, std::span<const std::uint16_t>(frames[g][t]).subspan(c * plane_size, plane_size));
       }
     } else {
       predicted.push_back(chunks[g]), counts.push_back(frame_counts[g]), where.push_back(g);

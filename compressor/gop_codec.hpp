@@ -23,19 +23,21 @@ using GopFrames = std::vector<Pixels>;  // planar frames of one GOP, in order
 std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape& shape,
                                     std::span<const GopFrames* const> gops, const CodingSettings& settings);
 
-// Told of each plane as soon as its pixels are final, while they are in cache (a checksum's
+// Told of a plane's rows as soon as their pixels are final, while they are in cache (a checksum's
 // moment): the chunk's index in decode_gops' `chunks`, the frame's in its GOP, the channel, the
-// plane's pixels (valid as long as the decoded frames). Colour planes finish in their channel
-// plan's order, the frames of bidirectional GOPs out of order.
-using PlaneDone = std::function<void(std::size_t chunk, std::size_t frame, std::size_t channel, std::span<const std::uint16_t> pixels)>;
+// first row, whole rows of pixels (valid as long as the decoded frames). A plane's rows come in
+// order, a few at a time or all at once; colour planes finish in their channel plan's order, the
+// frames of bidirectional GOPs out of order.
+using RowsDone = std::function<void(std::size_t chunk, std::size_t frame, std::size_t channel, std::size_t first_row,
+                                    std::span<const std::uint16_t> rows)>;
 
 // Decodes chunks produced by encode_gops; frame_counts[i] is what the archive index says chunk i
-// holds; `done`, where given, hears of every plane once. Throws DataError or codecs::CodecError on
+// holds; `done`, where given, hears of every row once. Throws DataError or codecs::CodecError on
 // damaged bytes.
 std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape& shape,
                                    std::span<const std::span<const std::uint8_t>> chunks,
                                    std::span<const std::size_t> frame_counts, const CodingSettings& settings,
-                                   const PlaneDone& done = {});
+                                   const RowsDone& done = {});
 
 // Mean squared error between two frames of pixels normalised to [0, 1], so that one threshold
 // means the same on 8- and 16-bit data: the dynamic window's key-frame test.

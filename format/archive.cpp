@@ -127,30 +127,45 @@ std::uint64_t hash_pixels(std::span<const std::uint16_t> pixels) {
 }
 
 std::uint64_t hash_frames(std::span<const Pixels> frames) {
-  FramesHasher hasher(frames.size());
-  for (std::size_t k = 0; k < frames.size(); ++k) hasher.add(k, frames[k]);
-  return hasher.digest();
+  static_assert(std::endian::native == std::endian::little, "pixels are hashed as little-endian uint16");
+  const std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state(XXH64_createState(), &XXH64_freeState);
+  if (!state) throw std::bad_alloc();
+  XXH64_reset(state.get(), 0);
+  for (const auto& f : frames) XXH64_update(state.get(), f.data(), f.size() * sizeof(std::uint16_t));
+  return XXH64_digest(state.get());
 }
 
 struct FramesHasher::State {
   std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> xxh{XXH64_createState(), &XXH64_freeState};
 };
 
-FramesHasher::FramesHasher(std::size_t parts) : state_(std::make_unique<State>()), waiting_(parts), added_(parts, false) {
+FramesHasher::FramesHasher(std::size_t parts, std::size_t part_size)
+    : state_(std::make_unique<State>()), part_size_(part_size), waiting_(parts, nullptr) {
   if (!state_->xxh) throw std::bad_alloc();
+  if (part_size == 0) throw std::invalid_argument("FramesHasher: parts of no pixels");
   XXH64_reset(state_->xxh.get(), 0);
 }
 FramesHasher::~FramesHasher() = default;
 FramesHasher::FramesHasher(FramesHasher&&) noexcept = default;
 FramesHasher& FramesHasher::operator=(FramesHasher&&) noexcept = default;
 
-void FramesHasher::add(std::size_t part, std::span<const std::uint16_t> pixels) {
+void FramesHasher::add(std::size_t first, std::span<const std::uint16_t> pixels) {
   static_assert(std::endian::native == std::endian::little, "pixels are hashed as little-endian uint16");
-  if (part >= waiting_.size() || added_[part]) throw std::logic_error("FramesHasher: part out of range or added twice");
-  added_[part] = true;
-  waiting_[part] = pixels;
-  for (; next_ < waiting_.size() && added_[next_]; ++next_)
-    XXH64_update(state_->xxh.get(), waiting_[next_].data(), waiting_[next_].size_bytes());
+  const std::size_t count = pixels.size() / part_size_;
+  if (pixels.size() % part_size_ != 0 || first > waiting_.size() || count > waiting_.size() - first)
+    throw std::logic_error("FramesHasher: not whole parts, or parts out of range");
+  for (std::size_t i = 0; i < count; ++i) {
+    if (waiting_[first + i]) throw std::logic_error("FramesHasher: a part added twice");
+    waiting_[first + i] = pixels.data() + i * part_size_;
+  }
+  // The parts now in turn, consecutive ones that lie one after the other in memory in one update.
+  while (next_ < waiting_.size() && waiting_[next_]) {
+    const std::uint16_t* start = waiting_[next_];
+    std::size_t run = 1;
+    while (next_ + run < waiting_.size() && waiting_[next_ + run] == start + run * part_size_) ++run;
+    XXH64_update(state_->xxh.get(), start, run * part_size_ * sizeof(std::uint16_t));
+    next_ += run;
+  }
 }
 
 std::uint64_t FramesHasher::digest() const {

@@ -112,25 +112,27 @@ std::uint64_t hash_pixels(std::span<const std::uint16_t> pixels);
 // XXH64 of frames' pixels one after the other (ChunkEntry::frames_hash).
 std::uint64_t hash_frames(std::span<const Pixels> frames);
 
-// hash_frames' value fed a part at a time (a frame, or a plane of one), in any order: each part
-// is hashed as soon as every part before it has been, so a decoder that tells it of planes as they
-// finish hashes them while they are in cache (three times XXH64's speed from memory here). Parts
-// added out of order must stay valid until hashed.
+// hash_frames' value fed a few rows at a time, in any order: the frames' pixels are `parts` equal
+// parts of `part_size` pixels (their rows, planes after planes, frames after frames), and each part
+// is hashed as soon as every part before it has been. A decoder that tells it of rows as it writes
+// them hashes them while they are in L1, where XXH64 runs at three times its speed from memory.
+// Parts added before their turn must stay valid until hashed.
 class FramesHasher {
  public:
-  explicit FramesHasher(std::size_t parts);
+  FramesHasher(std::size_t parts, std::size_t part_size);
   ~FramesHasher();
   FramesHasher(FramesHasher&&) noexcept;
   FramesHasher& operator=(FramesHasher&&) noexcept;
-  void add(std::size_t part, std::span<const std::uint16_t> pixels);  // once per part
+  // Parts first, first + 1, ... : `pixels` holds a whole number of them, each added once.
+  void add(std::size_t first, std::span<const std::uint16_t> pixels);
   bool complete() const { return next_ == waiting_.size(); }
   std::uint64_t digest() const;  // once complete
 
  private:
   struct State;
   std::unique_ptr<State> state_;
-  std::vector<std::span<const std::uint16_t>> waiting_;
-  std::vector<bool> added_;
+  std::size_t part_size_ = 0;
+  std::vector<const std::uint16_t*> waiting_;  // null: not added yet
   std::size_t next_ = 0;
 };
 FrameShape shape_of(const Geometry& geometry);

@@ -16,6 +16,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <typeinfo>
 #include <vector>
 
@@ -166,12 +167,13 @@ TEST_CASE("the sample archive decodes", "[archive]") {
 }
 
 // A chunk's checksum is XXH64 of its frames' pixels one after the other (docs/format.md), however
-// the decoder hands the frames over.
-TEST_CASE("a chunk's checksum is the same whatever order its frames finish in", "[archive]") {
+// the decoder hands the rows over: in order, out of order, a few or many at a time.
+TEST_CASE("a chunk's checksum is the same whatever order its rows finish in", "[archive]") {
+  const std::size_t width = 7, rows = 5;  // rows of a frame
   std::vector<Pixels> frames;
   std::vector<std::uint8_t> whole;
-  for (std::size_t t = 0; t < 5; ++t) {
-    Pixels f(37 + t);  // sizes differ: the boundaries must not matter
+  for (std::size_t t = 0; t < 4; ++t) {
+    Pixels f(width * rows);
     for (std::size_t i = 0; i < f.size(); ++i) f[i] = std::uint16_t(t * 7919 + i * 31);
     const auto* bytes = reinterpret_cast<const std::uint8_t*>(f.data());
     whole.insert(whole.end(), bytes, bytes + f.size() * 2);
@@ -179,20 +181,29 @@ TEST_CASE("a chunk's checksum is the same whatever order its frames finish in", 
   }
   const std::uint64_t expected = hash_bytes(whole);
   CHECK(hash_frames(frames) == expected);
-  for (const std::vector<std::size_t> order : {std::vector<std::size_t>{4, 3, 2, 1, 0}, {0, 2, 1, 4, 3}, {2, 0, 4, 1, 3}}) {
-    FramesHasher hasher(frames.size());
-    for (const std::size_t t : order) {
+  // (frame, first row, rows) in the order they are added.
+  using Add = std::tuple<std::size_t, std::size_t, std::size_t>;
+  const std::vector<std::vector<Add>> orders = {
+      {{0, 0, 5}, {1, 0, 5}, {2, 0, 5}, {3, 0, 5}},                        // whole frames in order
+      {{3, 0, 5}, {2, 0, 5}, {1, 0, 5}, {0, 0, 5}},                        // reversed
+      {{0, 2, 3}, {1, 0, 1}, {0, 0, 2}, {1, 1, 4}, {3, 0, 5}, {2, 0, 5}},  // rows out of order
+      {{0, 0, 1}, {0, 1, 1}, {0, 2, 1}, {0, 3, 2}, {2, 0, 5}, {1, 0, 5}, {3, 4, 1}, {3, 0, 4}},
+  };
+  for (const auto& order : orders) {
+    FramesHasher hasher(frames.size() * rows, width);
+    for (const auto& [t, y, n] : order) {
       CHECK_FALSE(hasher.complete());
-      hasher.add(t, frames[t]);
+      hasher.add(t * rows + y, std::span<const std::uint16_t>(frames[t]).subspan(y * width, n * width));
     }
     REQUIRE(hasher.complete());
     CHECK(hasher.digest() == expected);
   }
-  FramesHasher partial(2);
-  partial.add(1, frames[1]);
-  CHECK_THROWS_AS(partial.digest(), std::logic_error);  // frame 0 missing
-  CHECK_THROWS_AS(partial.add(1, frames[1]), std::logic_error);
-  CHECK_THROWS_AS(partial.add(2, frames[2]), std::logic_error);
+  FramesHasher partial(2, width);
+  partial.add(1, std::span<const std::uint16_t>(frames[0]).first(width));
+  CHECK_THROWS_AS(partial.digest(), std::logic_error);  // part 0 missing
+  CHECK_THROWS_AS(partial.add(1, std::span<const std::uint16_t>(frames[0]).first(width)), std::logic_error);  // twice
+  CHECK_THROWS_AS(partial.add(0, std::span<const std::uint16_t>(frames[0]).first(width + 1)), std::logic_error);  // not whole
+  CHECK_THROWS_AS(partial.add(2, std::span<const std::uint16_t>(frames[0]).first(width)), std::logic_error);  // out of range
 }
 
 TEST_CASE("archives of versions 2 (index stored as it is) and 4 (compressed) hold the same", "[archive]") {

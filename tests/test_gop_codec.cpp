@@ -165,15 +165,15 @@ TEST_CASE("decoded frames do not depend on what the allocator hands back", "[gop
                     {"auto", "previous", "intra", "bidirectional"}, bounds);
 }
 
-// The checksum of decode_chunks is taken as decode_gops tells of each plane: it must tell of
-// every plane once, with its final pixels, in lockstep and bidirectional GOPs, gray and colour,
-// batched with GOPs of other lengths and with pixel chunks.
-TEST_CASE("decode_gops tells of every plane once, when its pixels are final", "[gop]") {
-  for (const auto shape : {FrameShape{40, 32, 1, 255}, FrameShape{24, 20, 3, 255}})
+// The checksum of decode_chunks is taken as decode_gops tells of rows: it must tell of every row
+// once, with its final pixels, in lockstep and bidirectional GOPs, gray and colour, batched with
+// GOPs of other lengths and with pixel chunks.
+TEST_CASE("decode_gops tells of every row once, when its pixels are final", "[gop]") {
+  for (const auto shape : {FrameShape{40, 37, 1, 255}, FrameShape{24, 20, 3, 255}})
     for (const char* kind : {"previous", "motion", "bidirectional", "auto"})
       for (const bool pixel_chunks : {false, true}) {
         INFO(kind << " channels " << shape.channels << " pixel chunks " << pixel_chunks);
-        const std::size_t plane = std::size_t(shape.width) * shape.height;
+        const std::size_t width = shape.width, rows_per_frame = std::size_t(shape.height) * shape.channels;
         const auto predictor = make_classical_predictor(kind);
         const auto a = moving_scene(shape, 7, 11), b = moving_scene(shape, 4, 12);
         const GopFrames still(3, a[0]);  // exact repeats: a pixel chunk where they are allowed
@@ -185,27 +185,30 @@ TEST_CASE("decode_gops tells of every plane once, when its pixels are final", "[
         std::vector<std::span<const std::uint8_t>> chunks;
         for (const auto& e : encoded) chunks.emplace_back(e.bytes);
         const std::size_t counts[] = {a.size(), b.size(), still.size()};
-        std::vector<std::vector<std::vector<std::uint16_t>>> told(3);  // [chunk][frame * channels + channel]
-        for (std::size_t g = 0; g < 3; ++g) told[g].resize(counts[g] * shape.channels);
-        std::size_t calls = 0;
+        std::vector<std::vector<std::vector<std::uint16_t>>> told(3);  // [chunk][frame's row (channel * height + y)]
+        for (std::size_t g = 0; g < 3; ++g) told[g].resize(counts[g] * rows_per_frame);
+        std::size_t rows_told = 0;
         const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings,
-                                         [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> pixels) {
+                                         [&](std::size_t g, std::size_t t, std::size_t c, std::size_t y, std::span<const std::uint16_t> rows) {
                                            REQUIRE(g < 3);
                                            REQUIRE(t < counts[g]);
                                            REQUIRE(c < shape.channels);
-                                           REQUIRE(pixels.size() == plane);
-                                           auto& copy = told[g][t * shape.channels + c];
-                                           REQUIRE(copy.empty());
-                                           copy.assign(pixels.begin(), pixels.end());  // as they are now
-                                           ++calls;
+                                           REQUIRE(rows.size() % width == 0);
+                                           REQUIRE(y + rows.size() / width <= shape.height);
+                                           for (std::size_t r = 0; r < rows.size() / width; ++r) {
+                                             auto& copy = told[g][t * rows_per_frame + c * shape.height + y + r];
+                                             REQUIRE(copy.empty());
+                                             copy.assign(rows.begin() + r * width, rows.begin() + (r + 1) * width);  // as they are now
+                                             ++rows_told;
+                                           }
                                          });
-        CHECK(calls == (a.size() + b.size() + still.size()) * shape.channels);
+        CHECK(rows_told == (a.size() + b.size() + still.size()) * rows_per_frame);
         for (std::size_t g = 0; g < 3; ++g)
           for (std::size_t t = 0; t < counts[g]; ++t)
-            for (std::size_t c = 0; c < shape.channels; ++c) {
-              const auto& copy = told[g][t * shape.channels + c];
-              const auto* final_pixels = decoded[g][t].data() + c * plane;
-              REQUIRE(std::equal(copy.begin(), copy.end(), final_pixels, final_pixels + plane));
+            for (std::size_t r = 0; r < rows_per_frame; ++r) {
+              const auto& copy = told[g][t * rows_per_frame + r];
+              const auto* final_pixels = decoded[g][t].data() + r * width;
+              REQUIRE(std::equal(copy.begin(), copy.end(), final_pixels, final_pixels + width));
             }
       }
 }
