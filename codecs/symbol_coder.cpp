@@ -46,7 +46,11 @@ constexpr double kLevelGain = 0.75;
 // pwrel 0.05, were byte for byte the same with the gate.) Camera residuals, where rANS wins by
 // 15-20%, stop paying level 9 (a third of mire2's encoding). Only where the probe lost to the rANS
 // stream (camera, video): where it won (sparse frames, depth maps), zstd is in play and the gate
-// would be one pass more.
+// would be one pass more. The gate's level-6 size is itself estimated (zstd_estimate) where the
+// stream is long enough: the probe's size times level 6 over level 1 on an eighth of the stream,
+// which costs a fifth of the gate's pass over most of the stream (2026-12-03: every archive of the
+// 12 inputs of docs/performance.md byte for byte the same; lossless video 1.09-1.13x faster to
+// encode, `compress -T 1` user time).
 constexpr int kGateLevel = 6;
 // LZMA codes the zstd path's bytes; it is tried only where zstd's output times this is below the
 // best so far. On the castle depth residuals LZMA (preset 9e) was 0.76 of zstd level 9; 0.6 leaves a
@@ -217,9 +221,11 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
     const std::vector<std::uint8_t> zstd_bytes = zstd_input(remap.ranks);
     std::vector<std::uint8_t> zstd_payload;
     bool probe_lost = false;  // the probe is larger than the rANS stream
+    std::size_t probe_size = 0;
     if (options.allow_rans && options.zstd_level > kProbeLevel) {
       std::vector<std::uint8_t> probe = compress_zstd_frame(zstd_bytes, kProbeLevel, options.zstd_level);
       probe_lost = probe.size() > rans_payload.size();
+      probe_size = probe.size();
       if (double(probe.size()) * kLevelGain > double(rans_payload.size())) {
         zstd_payload = std::move(probe);
         local.zstd_probed_only = true;
@@ -231,7 +237,11 @@ std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buf
     const bool bounded = options.allow_rans && !options.allow_adaptive && !options.allow_lzma;
     if (zstd_payload.empty() && bounded) {
       const auto limit = std::size_t(double(rans_payload.size()) * std::max(1.0, options.zstd_win_margin));
-      if (probe_lost && options.zstd_level > kGateLevel && zstd_size_within(zstd_bytes, kGateLevel, limit, options.zstd_level) == SIZE_MAX) {
+      const auto gate = [&] {
+        const std::size_t estimate = zstd_estimate(zstd_bytes, kProbeLevel, probe_size, kGateLevel);
+        return estimate != SIZE_MAX ? estimate : zstd_size_within(zstd_bytes, kGateLevel, limit, options.zstd_level);
+      };
+      if (probe_lost && options.zstd_level > kGateLevel && gate() > limit) {
         local.zstd_given_up = true;
         local.zstd_gated = true;
       } else if (auto frame = compress_zstd_frame_within(zstd_bytes, options.zstd_level, limit)) {

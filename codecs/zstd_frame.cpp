@@ -134,12 +134,17 @@ std::optional<std::vector<std::uint8_t>> compress_zstd_frame_within(std::span<co
   return frame;
 }
 
-bool zstd_may_reach(std::span<const std::uint8_t> bytes, int from, std::size_t from_size, int to, std::size_t target) {
-  if (bytes.size() < 4 * zstd_prefix_min) return true;
+std::size_t zstd_estimate(std::span<const std::uint8_t> bytes, int from, std::size_t from_size, int to) {
+  if (bytes.size() < 4 * zstd_prefix_min) return SIZE_MAX;
   const auto prefix = bytes.first(std::max(bytes.size() / 8, zstd_prefix_min));
   const double ratio = double(zstd_size_within(prefix, to, SIZE_MAX)) /
                        double(std::max<std::size_t>(zstd_size_within(prefix, from, SIZE_MAX), 1));
-  return double(from_size) * ratio < zstd_estimate_slack * double(target);
+  return std::size_t(double(from_size) * ratio);
+}
+
+bool zstd_may_reach(std::span<const std::uint8_t> bytes, int from, std::size_t from_size, int to, std::size_t target) {
+  const std::size_t estimate = zstd_estimate(bytes, from, from_size, to);
+  return estimate == SIZE_MAX || double(estimate) < zstd_estimate_slack * double(target);
 }
 
 std::vector<std::uint8_t> decompress_zstd_frame(std::span<const std::uint8_t> frame, std::size_t min_size,

@@ -42,6 +42,9 @@ std::optional<std::vector<std::uint8_t>> compress_zstd_frame_within(std::span<co
 inline constexpr std::size_t zstd_prefix_min = std::size_t{1} << 18;
 inline constexpr double zstd_estimate_slack = 1.05;
 bool zstd_may_reach(std::span<const std::uint8_t> bytes, int from, std::size_t from_size, int to, std::size_t target);
+// zstd_may_reach's estimate of a pass at level `to`: from_size times the ratio of the two levels'
+// sizes on the prefix (streams shorter than four prefixes: SIZE_MAX, unknown).
+std::size_t zstd_estimate(std::span<const std::uint8_t> bytes, int from, std::size_t from_size, int to);
 
 // The same frame streamed: its bytes a buffer at a time, so that a large payload never sits in
 // memory whole. The checks of decompress_zstd_frame run in the constructor and in read().

@@ -171,10 +171,17 @@ TEST_CASE("a prefix tells whether a slower zstd level can reach a target", "[pix
     // is 5%).
     CHECK(zstd_may_reach(*bytes, 1, fast, 19, slow + slow / 50));
     CHECK_FALSE(zstd_may_reach(*bytes, 1, fast, 19, slow * 2 / 3));
+    // The symbol coder's gate estimates level 6 from level 1 so: within 5% of the pass's size.
+    const std::size_t gate = compress_zstd_frame(*bytes, 6).size();
+    const std::size_t estimate = zstd_estimate(*bytes, 1, fast, 6);
+    INFO("level 6 " << gate << ", estimated " << estimate);
+    CHECK(double(estimate) > 0.95 * double(gate));
+    CHECK(double(estimate) < 1.05 * double(gate));
   }
-  // Streams shorter than four prefixes are always worth the pass.
+  // Streams shorter than four prefixes are always worth the pass, and have no estimate.
   const std::span<const std::uint8_t> short_noise(noise.data(), 4 * zstd_prefix_min - 1);
   CHECK(zstd_may_reach(short_noise, 1, 1'000'000, 19, 1));
+  CHECK(zstd_estimate(short_noise, 1, 1'000'000, 6) == SIZE_MAX);
 }
 
 TEST_CASE("sparse moving sprites become pixel chunks, round trip, and hold every bound", "[pixels][gop]") {

@@ -197,6 +197,16 @@ TEST_CASE("where only rANS and zstd compete, a losing zstd pass is given up, and
   std::vector<std::uint32_t> back(residuals.size());
   decode_symbols(a, 256, back);
   CHECK(back == residuals);
+  // A stream long enough for the gate's level-6 size to be estimated from a prefix: gated the same.
+  const auto long_residuals = video_residuals(512, 512, 5, 3.0, 10);
+  REQUIRE(long_residuals.size() >= 4 * zstd_prefix_min);
+  SymbolCoderStats long_stats;
+  const auto d = encode_symbols(long_residuals, 512, {.zstd_level = 9, .allow_adaptive = false}, &long_stats);
+  CHECK(long_stats.zstd_gated);
+  CHECK(long_stats.chosen == EntropyCoderKind::StripedRans);
+  std::vector<std::uint32_t> long_back(long_residuals.size());
+  decode_symbols(d, 512, long_back);
+  CHECK(long_back == long_residuals);
   // Where zstd wins (a pattern repeated), it is not given up.
   std::mt19937 rng(3);
   std::vector<std::uint32_t> pattern(256 * 4);
