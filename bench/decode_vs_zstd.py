@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 
-def cpu_seconds(argv):
+def cpu_times(argv):
     """(user + system, user) CPU seconds of one run."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
@@ -25,9 +25,15 @@ def cpu_seconds(argv):
     return user + (after.ru_stime - before.ru_stime), user
 
 
+def cpu_seconds(argv, user_only=False):
+    """The CPU seconds of one run: user + system, or user alone."""
+    total, user = cpu_times(argv)
+    return user if user_only else total
+
+
 def best(argv, runs):
     """The best user + system and the best user time of `runs` runs."""
-    times = [cpu_seconds(argv) for _ in range(runs)]
+    times = [cpu_times(argv) for _ in range(runs)]
     return min(t for t, _ in times), min(u for _, u in times)
 
 
