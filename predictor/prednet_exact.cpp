@@ -67,44 +67,64 @@ std::vector<std::int16_t> make_tanh_table() {
 
 // ---- im2col and the int16 GEMM -------------------------------------------------------------
 
-// Tap k = (c * kernel + dy) * kernel + dx of output pixels [p0, p0 + count) of one image: dst[i].
-void fill_tap(const std::int16_t* image, int height, int width, int kernel, int k, int p0, int count,
-              std::int16_t* dst) {
-  const int dx = k % kernel - kernel / 2, dy = (k / kernel) % kernel - kernel / 2, c = k / (kernel * kernel);
-  const std::int16_t* plane = image + std::int64_t(c) * height * width;
-  int i = 0, y = p0 / width, x = p0 % width;
-  while (i < count) {
-    const int n = std::min(count - i, width - x);  // the rest of row y
-    const int sy = y + dy;
-    if (sy < 0 || sy >= height) {
-      std::memset(dst + i, 0, sizeof(std::int16_t) * n);
-    } else {
-      // Columns x + j with 0 <= x + j + dx < width come from the row, the others are padding.
-      const std::int16_t* row = plane + std::int64_t(sy) * width;
-      const int lo = std::clamp(-dx - x, 0, n), hi = std::clamp(width - dx - x, lo, n);
-      std::memset(dst + i, 0, sizeof(std::int16_t) * lo);
-      std::memcpy(dst + i + lo, row + x + lo + dx, sizeof(std::int16_t) * (hi - lo));
-      std::memset(dst + i + hi, 0, sizeof(std::int16_t) * (n - hi));
-    }
-    i += n;
-    x = 0;
-    ++y;
-  }
+// Where tap k = (c * kernel + dy) * kernel + dx reads: channel c, displaced by (dx, dy).
+struct Tap {
+  int c = 0, dx = 0, dy = 0;
+  bool present = false;  // false: the odd tap count's last pair has no second tap (reads 0)
+};
+
+std::vector<Tap> conv_taps(const QuantConv& conv) {
+  const int k2 = conv.kernel * conv.kernel, taps = conv.in_channels * k2;
+  std::vector<Tap> out(std::size_t(2) * conv.pairs);
+  for (int k = 0; k < taps; ++k)
+    out[k] = {k / k2, k % conv.kernel - conv.kernel / 2, (k / conv.kernel) % conv.kernel - conv.kernel / 2, true};
+  return out;
 }
 
-// xs[pair][kTile]: int16 taps 2p (low half) and 2p+1 (high half) of each pixel; unused pixels are 0.
-void im2col_tile(const std::int16_t* image, int height, int width, const QuantConv& conv, int p0, int count,
-                 std::int32_t* xs, std::int16_t* scratch) {
-  const int taps = conv.in_channels * conv.kernel * conv.kernel;
-  std::int16_t* lo = scratch;
-  std::int16_t* hi = scratch + kTile;
-  for (int p = 0; p < conv.pairs; ++p) {
-    if (count < kTile || 2 * p + 1 >= taps) std::fill(lo, lo + 2 * kTile, std::int16_t(0));
-    fill_tap(image, height, width, conv.kernel, 2 * p, p0, count, lo);
-    if (2 * p + 1 < taps) fill_tap(image, height, width, conv.kernel, 2 * p + 1, p0, count, hi);
-    std::int32_t* row = xs + std::int64_t(p) * kTile;
-    for (int i = 0; i < kTile; ++i)
-      row[i] = std::int32_t(std::uint32_t(std::uint16_t(lo[i])) | (std::uint32_t(std::uint16_t(hi[i])) << 16));
+// xs[pair][kTile]: int16 taps 2p (low half) and 2p+1 (high half) of output pixels [p0, p0 + count)
+// of one image, outside the image 0; pixels past `count` are 0. Written row segment by row segment
+// (the tile's pixels in one image row), each pair in one pass: the columns where both taps read the
+// image as one loop the compiler vectorises, the few at the image's edges one by one. (It was two
+// passes of memset and memcpy per tap and segment into scratch, then an interleaving one: 44% of
+// PredNet decoding on mire2 went to them and the calls.) Inlined into conv2d's clones.
+[[gnu::always_inline]] inline void im2col_tile(const std::int16_t* image, int height, int width, std::span<const Tap> taps, int pairs, int p0,
+                        int count, std::int32_t* xs) {
+  if (count < kTile)
+    for (int p = 0; p < pairs; ++p) std::fill(xs + std::int64_t(p) * kTile + count, xs + std::int64_t(p + 1) * kTile, 0);
+  const std::int64_t plane_size = std::int64_t(height) * width;
+  for (int i = 0, y = p0 / width, x = p0 % width; i < count; i += width - x, x = 0, ++y) {
+    const int n = std::min(count - i, width - x);  // the tile's pixels in row y
+    for (int p = 0; p < pairs; ++p) {
+      // Each tap: the index of segment pixel j's sample is at + j, valid for j in [lo, hi).
+      std::int64_t at[2] = {0, 0};
+      int lo[2] = {0, 0}, hi[2] = {0, 0};
+      for (int h = 0; h < 2; ++h) {
+        const Tap& t = taps[2 * p + h];
+        const int sy = y + t.dy;
+        if (!t.present || sy < 0 || sy >= height) continue;
+        at[h] = std::int64_t(t.c) * plane_size + std::int64_t(sy) * width + x + t.dx;
+        lo[h] = std::clamp(-t.dx - x, 0, n);
+        hi[h] = std::clamp(width - t.dx - x, lo[h], n);
+      }
+      std::int32_t* dst = xs + std::int64_t(p) * kTile + i;
+      const auto one = [&](int j) {
+        const std::uint32_t a = j >= lo[0] && j < hi[0] ? std::uint16_t(image[at[0] + j]) : 0u;
+        const std::uint32_t b = j >= lo[1] && j < hi[1] ? std::uint16_t(image[at[1] + j]) : 0u;
+        dst[j] = std::int32_t(a | (b << 16));
+      };
+      const int both_lo = std::max(lo[0], lo[1]), both_hi = std::min(hi[0], hi[1]);
+      if (both_lo >= both_hi) {
+        for (int j = 0; j < n; ++j) one(j);
+        continue;
+      }
+      for (int j = 0; j < both_lo; ++j) one(j);
+      const std::int16_t* s0 = image + at[0] + both_lo;  // inside the image from both_lo on
+      const std::int16_t* s1 = image + at[1] + both_lo;
+      std::int32_t* d = dst + both_lo;
+      for (int j = 0; j < both_hi - both_lo; ++j)
+        d[j] = std::int32_t(std::uint32_t(std::uint16_t(s0[j])) | (std::uint32_t(std::uint16_t(s1[j])) << 16));
+      for (int j = both_hi; j < n; ++j) one(j);
+    }
   }
 }
 
@@ -345,11 +365,11 @@ __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void conv2d(
   const std::int64_t in_stride = std::int64_t(conv.in_channels) * pixels;
   const std::int64_t out_stride = std::int64_t(conv.out_channels) * pixels;
   AlignedBuffer xs(std::size_t(conv.pairs) * kTile), acc(4 * kTile);
-  std::vector<std::int16_t> scratch(2 * kTile);
+  const std::vector<Tap> taps = conv_taps(conv);
   for (std::int64_t task = 0; task < batch * tiles; ++task) {
     const std::int64_t b = task / tiles;
     const int p0 = int((task % tiles) * kTile), count = int(std::min<std::int64_t>(kTile, pixels - p0));
-    im2col_tile(in + b * in_stride, height, width, conv, p0, count, xs.data(), scratch.data());
+    im2col_tile(in + b * in_stride, height, width, taps, conv.pairs, p0, count, xs.data());
     for (int o0 = 0; o0 < conv.out_channels; o0 += 4) {
       const int ob = std::min(4, conv.out_channels - o0);
 #ifdef TEZIP_EXACT_X86
@@ -700,6 +720,28 @@ class ExactEngine final : public PredNetEngine {
     }
   }
 
+  // Each pixel value p of 0..max in Q15, round_half_up(p * 2^15 / max), and in Q24 (the forecast's
+  // fraction), round_half_up(p * 2^24 / max) (back to pixels, floor((q max + 2^23) / 2^24) = p): a
+  // table per max instead of two 64-bit divisions a pixel (12% of PredNet decoding on mire2).
+  struct PixelScale {
+    std::uint32_t max = 0;
+    std::vector<std::int32_t> q15, q24;
+  };
+  static const PixelScale& pixel_scale(std::uint32_t max_value) {
+    thread_local PixelScale table;
+    if (table.max != max_value) {
+      const std::int64_t max = max_value;
+      table.q15.resize(std::size_t(max) + 1);
+      table.q24.resize(std::size_t(max) + 1);
+      for (std::int64_t p = 0; p <= max; ++p) {
+        table.q15[std::size_t(p)] = std::int32_t(((p << 16) + max) / (2 * max));
+        table.q24[std::size_t(p)] = std::int32_t(((p << (kForecastFrac + 1)) + max) / (2 * max));
+      }
+      table.max = max_value;
+    }
+    return table;
+  }
+
   // E_0 from the frame and the forecast, then E_l = [relu(Ahat_l - A_l), relu(A_l - Ahat_l)] with
   // A_l = maxpool2(relu(a_l(E_{l-1}))) and Ahat_l = relu(ahat_l(R_l)), bottom-up.
   void correct(ExactState& s, std::span<const std::int32_t> frame, std::uint32_t max_value) const {
@@ -708,6 +750,7 @@ class ExactEngine final : public PredNetEngine {
     // Layer 0: the frame and the forecast in Q15 (1.0 = 32768), errors saturated to 32767.
     {
       const std::int64_t max = max_value;
+      const PixelScale& scale = pixel_scale(max_value);
       std::int16_t* ep = s.layers[0].e.data();
       for (std::int64_t plane = 0; plane < batch * channels; ++plane) {
         const std::int64_t b = plane / channels, ch = plane % channels;
@@ -715,13 +758,13 @@ class ExactEngine final : public PredNetEngine {
         std::int16_t* above = below + channels * hw;              // relu(target - prediction)
         for (std::int64_t n = 0; n < hw; ++n) {
           const std::int64_t p = std::clamp<std::int64_t>(frame[plane * hw + n], 0, max);
-          const std::int64_t target = ((p << 16) + max) / (2 * max);  // round_half_up(p * 2^15 / max)
+          const std::int64_t target = scale.q15[p];
           const std::int64_t prediction = (std::int64_t(s.forecast[plane * hw + n]) + (1 << (kForecastFrac - 16))) >>
                                           (kForecastFrac - 15);
           below[n] = exact::saturate16(std::max<std::int64_t>(prediction - target, 0));
           above[n] = exact::saturate16(std::max<std::int64_t>(target - prediction, 0));
           // round_half_up(p * 2^24 / max): back to pixels, floor((q max + 2^23) / 2^24) = p.
-          if (options_.residual) s.last[plane * hw + n] = std::int32_t(((p << (kForecastFrac + 1)) + max) / (2 * max));
+          if (options_.residual) s.last[plane * hw + n] = scale.q24[p];
         }
       }
     }
