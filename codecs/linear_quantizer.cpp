@@ -226,7 +226,7 @@ void quantize_plane(std::span<const std::uint16_t> plane, std::span<const std::u
                     std::vector<std::uint16_t>& literals, SimdPath path) {
   check_sizes(plane.size(), forecast.size(), symbols.size());
   check_sizes(plane.size(), recon.size(), recon.size());
-  if (bound.tolerance == 0 && bound.pointwise_rel <= 0) {  // lossless: the hot path, kept branch-free
+  if (bound.lossless()) {  // lossless: the hot path, kept branch-free
     for (std::size_t i = 0; i < plane.size(); ++i) symbols[i] = std::int32_t(plane[i]) - std::int32_t(forecast[i]);
     std::copy(plane.begin(), plane.end(), recon.begin());
     return;
@@ -259,7 +259,7 @@ void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std
                       const PlaneBound& bound, std::span<std::uint16_t> recon, LiteralCursor& literals, SimdPath path) {
   check_sizes(symbols.size(), forecast.size(), recon.size());
   (void)path;
-  if (bound.tolerance == 0 && bound.pointwise_rel <= 0) {
+  if (bound.lossless()) {
     // Branch-free and vectorizable: a value below 0 wraps to a huge unsigned one.
     const std::uint32_t max_value = bound.max_value;
     const std::int32_t* q = symbols.data();
@@ -310,7 +310,7 @@ void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t widt
                           std::vector<std::uint16_t>& literals) {
   check_sizes(plane.size(), symbols.size(), recon.size());
   if (width == 0 || plane.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
-  if (bound.tolerance == 0 && bound.pointwise_rel <= 0) {
+  if (bound.lossless()) {
     // Lossless: the reconstruction is the plane, so every forecast is known up front and the
     // residuals have no chain (a loop the compiler vectorizes); the same values as the loop below.
     std::copy(plane.begin(), plane.end(), recon.begin());
@@ -363,7 +363,7 @@ void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t w
   const bool simd = false;
   (void)path;
 #endif
-  const bool lossless = bound.tolerance == 0 && bound.pointwise_rel <= 0;
+  const bool lossless = bound.lossless();
   if (lossless) {
     // y = f + q; a value below 0 wraps to a huge unsigned one, so one compare finds both ends.
     const std::uint32_t max_value = bound.max_value;

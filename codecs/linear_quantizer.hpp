@@ -13,6 +13,8 @@ struct PlaneBound {
   std::uint32_t tolerance = 0;  // uniform modes (0 = lossless)
   double pointwise_rel = 0;     // > 0 selects PwRel
   std::uint32_t max_value = 255;
+  // Every pixel exact: dequantization is forecast + residual (the decoder's fused passes test it).
+  bool lossless() const { return tolerance == 0 && pointwise_rel <= 0; }
 };
 
 // The bin of residual r for half width e (bins of width w = 2e + 1 centred on 0), by a

@@ -448,43 +448,6 @@ struct GrowingBuffer {
 // order): at most a word a symbol.
 using WordSink = GrowingBuffer<std::uint16_t>;
 
-// A stripe's extra bits, least significant first as BitWriter writes them, gathered in a 64-bit
-// accumulator and stored 32 bits at a time: every symbol adds its bits (none for most), without
-// the branch and the byte-by-byte pushes of BitWriter::put (a fifth of the encoder's time).
-struct ExtraBitSink {
-  GrowingBuffer<std::uint8_t> bytes{256};
-  std::uint64_t pending = 0;
-  unsigned count = 0;  // bits in `pending`, < 32 between calls
-  // A row of n symbols: their tokens and ranks, and each token's base and extra bit count.
-  void add_row(const std::uint8_t* tokens, const std::uint32_t* ranks, std::size_t n, const std::uint32_t* base,
-               const std::uint8_t* bits) {
-    bytes.make_room(4 * n + 4);
-    std::uint64_t acc = pending;
-    unsigned c = count;
-    std::uint8_t* out = bytes.end;
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint8_t t = tokens[i];
-      acc |= std::uint64_t(ranks[i] - base[t]) << c;
-      c += bits[t];
-      if (c >= 32) {
-        const auto word = static_cast<std::uint32_t>(acc);
-        for (int b = 0; b < 4; ++b) out[b] = static_cast<std::uint8_t>(word >> (8 * b));
-        out += 4;
-        acc >>= 32;
-        c -= 32;
-      }
-    }
-    bytes.end = out;
-    pending = acc;
-    count = c;
-  }
-  std::vector<std::uint8_t> finish() {
-    std::vector<std::uint8_t> out(bytes.data.get(), bytes.end);
-    for (unsigned b = 0; b < count; b += 8) out.push_back(static_cast<std::uint8_t>(pending >> b));
-    return out;
-  }
-};
-
 // The encoder's table entry: a symbol's reciprocal, frequency and cumulative frequency in one
 // entry (one cache line a step, not three).
 struct EncodeEntry {
@@ -927,12 +890,17 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     for (const EncodeEntry& e : set_tables[k]) packed_tables[k].push_back(packed_entry(e.freq, e.cumul));
 #endif
 
-  std::vector<ExtraBitSink> extras(lanes);
+  std::vector<BitWriter> extras(lanes);
   for_each_segment([&](std::size_t first, const Stripes& stripes) {
     for (std::size_t l = 0; l < stripes.lanes; ++l)
       for (std::size_t r = 0; r < stripes.length(l); ++r) {
         const std::size_t at = row_offset(first + stripes.start[l] + r);
-        extras[l].add_row(tokens.data() + at, ranks.data() + at, width, token_base.data(), token_bits.data());
+        const std::uint8_t* row_tokens = tokens.data() + at;
+        const std::uint32_t* row_ranks = ranks.data() + at;
+        extras[l].put_n(width, [&](std::size_t i) {
+          const std::uint8_t t = row_tokens[i];
+          return std::pair<std::uint32_t, unsigned>(row_ranks[i] - token_base[t], token_bits[t]);
+        });
       }
   });
 

@@ -1142,7 +1142,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         codecs::inverse_transform_rows(transform, plane_symbols, w, y0, y1);
         std::span<const std::int32_t> rows = std::span<const std::int32_t>(plane_symbols).subspan(y0 * w, n);
         const std::span<std::uint16_t> out_rows = out.subspan(y0 * w, n);
-        const bool lossless = bound.tolerance == 0 && bound.pointwise_rel <= 0;
+        const bool lossless = bound.lossless();
         if (ref != codecs::ChannelRef::None && lossless) {  // the sums and the pixels in one pass
           const auto kept_sums = plan.referenced(p) ? std::span<std::int32_t>(sums).subspan(y0 * w, n) : std::span<std::int32_t>();
           if (codecs::undo_channel_ref_lossless(ref, rows, first.subspan(y0 * w, n), second.subspan(y0 * w, n), kept_sums,
