@@ -3,8 +3,9 @@
 // y + k, one column behind lane k - 1, so at step i lane k computes column i - k. Lane k's upper
 // neighbours are lane k - 1's last two outputs (one lane permute), lane 0's the row above. Each
 // input row is loaded shifted by its lane number and 8 x 8 blocks are transposed in registers, so
-// one vector holds a step's eight inputs; outputs go back the same way. The rows pass through a
-// scratch buffer with margins so that the skewed loads and stores stay in bounds.
+// one vector holds a step's eight inputs; outputs go back the same way. strip8's rows pass through a
+// scratch buffer with margins so that the skewed loads and stores stay in bounds (it also widens
+// 16-bit planes); strip16, on int32 planes only, masks its loads and stores at the edges instead.
 //
 // Only for x86 translation units that check the CPU (simd.hpp) before calling: the functions carry
 // gnu::target("avx2"). Callers: the median transform's inverse (plane_transform.cpp), the intra

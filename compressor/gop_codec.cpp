@@ -1162,7 +1162,6 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     }
   };
 
-
   std::vector<std::unique_ptr<GopState>> states(chunks.size());
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     for (std::uint32_t c = 0; c < shape.channels; ++c) decode_plane(g, 0, c, {});
