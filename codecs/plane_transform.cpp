@@ -49,6 +49,27 @@ struct MedianStep {
     return _mm256_add_epi32(q, m);
   }
 };
+
+// The left transform's inverse on one row, eight values a step: each row's running (wrapping)
+// sum, a prefix sum within the vector in three shifted adds plus the carry of the vectors before
+// (the portable loop is one serial add per value: 4% of colour video's decoding). The same sums
+// (addition modulo 2^32 in any order). Returns the values done; the caller finishes the row.
+[[gnu::target("avx2")]] std::size_t prefix_sums_avx2(std::int32_t* row, std::size_t width) {
+  __m256i carry = _mm256_setzero_si256();  // every lane: the sum of the values before the vector
+  const __m256i last_of_low = _mm256_set1_epi32(3), last = _mm256_set1_epi32(7);
+  std::size_t x = 0;
+  for (; x + 8 <= width; x += 8) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x));
+    v = _mm256_add_epi32(v, _mm256_slli_si256(v, 4));  // within each 128-bit half
+    v = _mm256_add_epi32(v, _mm256_slli_si256(v, 8));
+    v = _mm256_add_epi32(v, _mm256_blend_epi32(_mm256_setzero_si256(), _mm256_permutevar8x32_epi32(v, last_of_low), 0xF0));
+    v = _mm256_add_epi32(v, carry);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + x), v);
+    carry = _mm256_permutevar8x32_epi32(v, last);
+  }
+  return x == 0 ? 1 : x;
+}
+
 // The same on sixteen rows (wavefront_avx2.hpp, strip16).
 struct MedianStep16 {
   [[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] __m512i operator()(__m512i a, __m512i b, __m512i c, __m512i q,
@@ -126,7 +147,11 @@ void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> pl
     for (std::size_t y = y_begin; y < y_end; ++y) {
       std::int32_t* row = p + y * width;
       if (y > 0) row[0] = wrap_add(row[0], row[-std::ptrdiff_t(width)]);
-      for (std::size_t x = 1; x < width; ++x) row[x] = wrap_add(row[x], row[x - 1]);
+      std::size_t x = 1;
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+      if (path >= SimdPath::avx2) x = prefix_sums_avx2(row, width);
+#endif
+      for (; x < width; ++x) row[x] = wrap_add(row[x], row[x - 1]);
     }
     return;
   }

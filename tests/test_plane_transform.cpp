@@ -94,7 +94,7 @@ TEST_CASE("inverting a plane a few rows at a time gives the whole plane's values
   CHECK_THROWS_AS(inverse_transform_rows(PlaneTransform::Left, small, width, 1, 3), std::invalid_argument);
 }
 
-TEST_CASE("the median inverse gives the portable path's values on every SIMD path, for any symbols", "[codecs][transform][simd]") {
+TEST_CASE("the median and left inverses give the portable path's values on every SIMD path, for any symbols", "[codecs][transform][simd]") {
   // Arbitrary symbols (what a damaged stream holds) as well as a coded plane's: the paths must agree
   // on every input, the wrapping sums and the extremes too. Passes of 8 rows as the decoder makes
   // them, and of other sizes, so that strips start on any row.
@@ -117,18 +117,20 @@ TEST_CASE("the median inverse gives the portable path's values on every SIMD pat
           forward_transform(PlaneTransform::Median, symbols, width, coded);
           symbols.swap(coded);
         }
-        for (const std::size_t step : {8u, 5u, 64u, 16u, 17u}) {
-          std::vector<std::int32_t> portable = symbols;
-          for (std::size_t y = 0; y < height; y += step)
-            inverse_transform_rows(PlaneTransform::Median, portable, width, y, std::min(height, y + step), SimdPath::portable);
-          for (const SimdPath path : supported_simd_paths()) {
-            INFO("width " << width << " height " << height << " kind " << kind << " step " << step << " path " << simd_name(path));
-            std::vector<std::int32_t> out = symbols;
+        for (const PlaneTransform transform : {PlaneTransform::Median, PlaneTransform::Left})
+          for (const std::size_t step : {8u, 5u, 64u, 16u, 17u}) {
+            std::vector<std::int32_t> portable = symbols;
             for (std::size_t y = 0; y < height; y += step)
-              inverse_transform_rows(PlaneTransform::Median, out, width, y, std::min(height, y + step), path);
-            REQUIRE(out == portable);
+              inverse_transform_rows(transform, portable, width, y, std::min(height, y + step), SimdPath::portable);
+            for (const SimdPath path : supported_simd_paths()) {
+              INFO("transform " << int(transform) << " width " << width << " height " << height << " kind " << kind << " step "
+                                << step << " path " << simd_name(path));
+              std::vector<std::int32_t> out = symbols;
+              for (std::size_t y = 0; y < height; y += step)
+                inverse_transform_rows(transform, out, width, y, std::min(height, y + step), path);
+              REQUIRE(out == portable);
+            }
           }
-        }
       }
     }
   }
