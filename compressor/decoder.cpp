@@ -143,9 +143,9 @@ std::vector<GopFrames> ArchiveDecoder::decode_chunks(std::span<const std::size_t
   std::vector<std::vector<FramesHasher>> frame_hashes(which.size());
   for (std::size_t c = 0; c < which.size(); ++c) {
     if (index.frame_hashes) {
-      for (std::size_t t = 0; t < counts[c]; ++t) frame_hashes[c].emplace_back(channels * height, width);
+      for (std::size_t t = 0; t < counts[c]; ++t) frame_hashes[c].emplace_back(channels * height, width, FramesChecksum::xxh64);
     } else {
-      chunk_hashes.emplace_back(counts[c] * channels * height, width);
+      chunk_hashes.emplace_back(counts[c] * channels * height, width, index.checksum);
     }
   }
   const RowsDone hash_rows = [&](std::size_t c, std::size_t t, std::size_t channel, std::size_t y, std::span<const std::uint16_t> rows) {

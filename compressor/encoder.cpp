@@ -156,7 +156,7 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
       writer.append_chunk(gops[g].bytes, entry);
       entry.stats = gops[g].stats;
       auto& sequence = index.sequences[entry.sequence];
-      entry.frames_hash = hash_frames(gops[g].reconstruction);
+      entry.frames_hash = hash_frames(gops[g].reconstruction, frames_checksum_of(kArchiveVersion));
       index.chunks.push_back(entry);
       done += sequence.geometry.raw_bytes() * entry.frame_count;
     }

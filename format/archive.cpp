@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxh_x86dispatch.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -126,24 +127,45 @@ std::uint64_t hash_pixels(std::span<const std::uint16_t> pixels) {
   return XXH64(pixels.data(), pixels.size_bytes(), 0);
 }
 
-std::uint64_t hash_frames(std::span<const Pixels> frames) {
-  static_assert(std::endian::native == std::endian::little, "pixels are hashed as little-endian uint16");
-  const std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> state(XXH64_createState(), &XXH64_freeState);
-  if (!state) throw std::bad_alloc();
-  XXH64_reset(state.get(), 0);
-  for (const auto& f : frames) XXH64_update(state.get(), f.data(), f.size() * sizeof(std::uint16_t));
-  return XXH64_digest(state.get());
+std::uint64_t hash_frames(std::span<const Pixels> frames, FramesChecksum kind) {
+  const std::size_t size = frames.empty() ? 0 : frames.front().size();
+  FramesHasher hasher(size == 0 ? 0 : frames.size(), std::max<std::size_t>(size, 1), kind);
+  for (std::size_t t = 0; t < frames.size(); ++t) {
+    if (frames[t].size() != size) throw std::invalid_argument("hash_frames: frames of different sizes");
+    if (size > 0) hasher.add(t, frames[t]);
+  }
+  return hasher.digest();
 }
 
+// One of the two streaming hashes (the library's AVX2/AVX-512 dispatch for XXH3).
 struct FramesHasher::State {
-  std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> xxh{XXH64_createState(), &XXH64_freeState};
+  FramesChecksum kind;
+  std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> xxh64{nullptr, &XXH64_freeState};
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> xxh3{nullptr, &XXH3_freeState};
+  explicit State(FramesChecksum k) : kind(k) {
+    if (kind == FramesChecksum::xxh64) {
+      xxh64.reset(XXH64_createState());
+      if (!xxh64) throw std::bad_alloc();
+      XXH64_reset(xxh64.get(), 0);
+    } else {
+      xxh3.reset(XXH3_createState());
+      if (!xxh3) throw std::bad_alloc();
+      XXH3_64bits_reset(xxh3.get());
+    }
+  }
+  void update(const void* data, std::size_t bytes) {
+    if (kind == FramesChecksum::xxh64) {
+      XXH64_update(xxh64.get(), data, bytes);
+    } else {
+      XXH3_64bits_update_dispatch(xxh3.get(), data, bytes);
+    }
+  }
+  std::uint64_t digest() const { return kind == FramesChecksum::xxh64 ? XXH64_digest(xxh64.get()) : XXH3_64bits_digest(xxh3.get()); }
 };
 
-FramesHasher::FramesHasher(std::size_t parts, std::size_t part_size)
-    : state_(std::make_unique<State>()), part_size_(part_size), waiting_(parts, nullptr) {
-  if (!state_->xxh) throw std::bad_alloc();
+FramesHasher::FramesHasher(std::size_t parts, std::size_t part_size, FramesChecksum kind)
+    : state_(std::make_unique<State>(kind)), part_size_(part_size), waiting_(parts, nullptr) {
   if (part_size == 0) throw std::invalid_argument("FramesHasher: parts of no pixels");
-  XXH64_reset(state_->xxh.get(), 0);
 }
 FramesHasher::~FramesHasher() = default;
 FramesHasher::FramesHasher(FramesHasher&&) noexcept = default;
@@ -163,14 +185,14 @@ void FramesHasher::add(std::size_t first, std::span<const std::uint16_t> pixels)
     const std::uint16_t* start = waiting_[next_];
     std::size_t run = 1;
     while (next_ + run < waiting_.size() && waiting_[next_ + run] == start + run * part_size_) ++run;
-    XXH64_update(state_->xxh.get(), start, run * part_size_ * sizeof(std::uint16_t));
+    state_->update(start, run * part_size_ * sizeof(std::uint16_t));
     next_ += run;
   }
 }
 
 std::uint64_t FramesHasher::digest() const {
   if (!complete()) throw std::logic_error("FramesHasher: parts missing");
-  return XXH64_digest(state_->xxh.get());
+  return state_->digest();
 }
 
 FrameShape shape_of(const Geometry& g) { return {g.width, g.height, g.channels, g.max_value()}; }
@@ -267,6 +289,7 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
   std::set<std::string> sequence_names;
   index.settings = read_settings(in);
   index.frame_hashes = version < 4;
+  index.checksum = frames_checksum_of(version);
   std::uint64_t chunks_start = kHeaderSize;
   bool has_model = version == 3;
   if (version >= 4) {

@@ -19,6 +19,7 @@
 #include <tuple>
 #include <typeinfo>
 #include <vector>
+#include <xxhash.h>
 
 #include "format/archive.hpp"
 #include "format/byte_io.hpp"
@@ -166,8 +167,9 @@ TEST_CASE("the sample archive decodes", "[archive]") {
   CHECK(report.max_error == 0);
 }
 
-// A chunk's checksum is XXH64 of its frames' pixels one after the other (docs/format.md), however
-// the decoder hands the rows over: in order, out of order, a few or many at a time.
+// A chunk's checksum is XXH64 (archive version 4) or XXH3-64 (version 5) of its frames' pixels one
+// after the other (docs/format.md), however the decoder hands the rows over: in order, out of
+// order, a few or many at a time.
 TEST_CASE("a chunk's checksum is the same whatever order its rows finish in", "[archive]") {
   const std::size_t width = 7, rows = 5;  // rows of a frame
   std::vector<Pixels> frames;
@@ -179,31 +181,57 @@ TEST_CASE("a chunk's checksum is the same whatever order its rows finish in", "[
     whole.insert(whole.end(), bytes, bytes + f.size() * 2);
     frames.push_back(std::move(f));
   }
-  const std::uint64_t expected = hash_bytes(whole);
-  CHECK(hash_frames(frames) == expected);
-  // (frame, first row, rows) in the order they are added.
-  using Add = std::tuple<std::size_t, std::size_t, std::size_t>;
-  const std::vector<std::vector<Add>> orders = {
-      {{0, 0, 5}, {1, 0, 5}, {2, 0, 5}, {3, 0, 5}},                        // whole frames in order
-      {{3, 0, 5}, {2, 0, 5}, {1, 0, 5}, {0, 0, 5}},                        // reversed
-      {{0, 2, 3}, {1, 0, 1}, {0, 0, 2}, {1, 1, 4}, {3, 0, 5}, {2, 0, 5}},  // rows out of order
-      {{0, 0, 1}, {0, 1, 1}, {0, 2, 1}, {0, 3, 2}, {2, 0, 5}, {1, 0, 5}, {3, 4, 1}, {3, 0, 4}},
-  };
-  for (const auto& order : orders) {
-    FramesHasher hasher(frames.size() * rows, width);
-    for (const auto& [t, y, n] : order) {
-      CHECK_FALSE(hasher.complete());
-      hasher.add(t * rows + y, std::span<const std::uint16_t>(frames[t]).subspan(y * width, n * width));
+  for (const FramesChecksum kind : {FramesChecksum::xxh64, FramesChecksum::xxh3}) {
+    INFO("xxh3 " << (kind == FramesChecksum::xxh3));
+    const std::uint64_t expected = kind == FramesChecksum::xxh64 ? XXH64(whole.data(), whole.size(), 0)
+                                                                 : XXH3_64bits(whole.data(), whole.size());
+    CHECK(hash_frames(frames, kind) == expected);
+    // (frame, first row, rows) in the order they are added.
+    using Add = std::tuple<std::size_t, std::size_t, std::size_t>;
+    const std::vector<std::vector<Add>> orders = {
+        {{0, 0, 5}, {1, 0, 5}, {2, 0, 5}, {3, 0, 5}},                        // whole frames in order
+        {{3, 0, 5}, {2, 0, 5}, {1, 0, 5}, {0, 0, 5}},                        // reversed
+        {{0, 2, 3}, {1, 0, 1}, {0, 0, 2}, {1, 1, 4}, {3, 0, 5}, {2, 0, 5}},  // rows out of order
+        {{0, 0, 1}, {0, 1, 1}, {0, 2, 1}, {0, 3, 2}, {2, 0, 5}, {1, 0, 5}, {3, 4, 1}, {3, 0, 4}},
+    };
+    for (const auto& order : orders) {
+      FramesHasher hasher(frames.size() * rows, width, kind);
+      for (const auto& [t, y, n] : order) {
+        CHECK_FALSE(hasher.complete());
+        hasher.add(t * rows + y, std::span<const std::uint16_t>(frames[t]).subspan(y * width, n * width));
+      }
+      REQUIRE(hasher.complete());
+      CHECK(hasher.digest() == expected);
     }
-    REQUIRE(hasher.complete());
-    CHECK(hasher.digest() == expected);
   }
-  FramesHasher partial(2, width);
+  CHECK(hash_frames(frames, FramesChecksum::xxh3) != hash_frames(frames, FramesChecksum::xxh64));
+  FramesHasher partial(2, width, FramesChecksum::xxh3);
   partial.add(1, std::span<const std::uint16_t>(frames[0]).first(width));
   CHECK_THROWS_AS(partial.digest(), std::logic_error);  // part 0 missing
   CHECK_THROWS_AS(partial.add(1, std::span<const std::uint16_t>(frames[0]).first(width)), std::logic_error);  // twice
   CHECK_THROWS_AS(partial.add(0, std::span<const std::uint16_t>(frames[0]).first(width + 1)), std::logic_error);  // not whole
   CHECK_THROWS_AS(partial.add(2, std::span<const std::uint16_t>(frames[0]).first(width)), std::logic_error);  // out of range
+}
+
+// Version 4 archives (XXH64 chunk checksums) still decode; the version in the header decides which
+// hash the checksums are, so version 5's checksums under a version-4 header are a mismatch.
+TEST_CASE("archives of version 4 keep their XXH64 chunk checksums", "[archive]") {
+  const SampleArchive sample;
+  REQUIRE(sample.bytes[8] == kArchiveVersion);
+  auto index = sample.index();
+  CHECK(index.checksum == FramesChecksum::xxh3);
+  const auto frames = decode_all(sample.archive);
+  Bytes old = sample.bytes;
+  old[8] = 4;
+  const fs::path mixed = sample.dir / "v4-xxh3.tzp";
+  write_file(mixed, sample.with_stored_index(store_index_body(serialize_index(index, 4)), &old));
+  CHECK(ArchiveReader(mixed).index().checksum == FramesChecksum::xxh64);
+  CHECK_THROWS_WITH(decode_all(mixed), Contains("checksum mismatch"));
+  for (std::size_t c = 0; c < index.chunks.size(); ++c) index.chunks[c].frames_hash = hash_frames(frames[c], FramesChecksum::xxh64);
+  const fs::path v4 = sample.dir / "v4.tzp";
+  write_file(v4, sample.with_stored_index(store_index_body(serialize_index(index, 4)), &old));
+  CHECK(decode_all(v4) == frames);
+  CHECK(verify(v4, sample.data, 1).ok());
 }
 
 TEST_CASE("archives of versions 2 (index stored as it is) and 4 (compressed) hold the same", "[archive]") {
@@ -342,11 +370,11 @@ TEST_CASE("a foreign header is rejected by name", "[archive]") {
     const auto why = message_of<DataError>([&] { ArchiveReader reader(path); });
     CHECK((why.find("magic") != std::string::npos || why.find("too small") != std::string::npos));
   }
-  SECTION("version 5") {
-    bytes[8] = 5;
+  SECTION("a version after this reader's") {
+    bytes[8] = std::uint8_t(kArchiveVersion + 1);
     write_file(path, bytes);
     const auto why = message_of<DataError>([&] { ArchiveReader reader(path); });
-    CHECK_THAT(why, Contains("version 5"));
+    CHECK_THAT(why, Contains("version " + std::to_string(kArchiveVersion + 1)));
     CHECK_THAT(why, Contains("not supported"));
   }
   SECTION("version 1") {

@@ -53,8 +53,8 @@ TEST_CASE("an embedded model decodes the archive with the model file gone", "[em
   run = test::tezip_cli("compress " + test::quote(kMire) + " -o " + plain + " --predictor prednet --model " +
                         test::quote(dir / "custom.tzm") + " --gop 8 -q");
   REQUIRE(run.code == 0);
-  CHECK(header_version(dir / "e.tzp") == 4);
-  CHECK(header_version(dir / "p.tzp") == 4);  // version 4 says in its index whether there is a model
+  CHECK(header_version(dir / "e.tzp") == kArchiveVersion);
+  CHECK(header_version(dir / "p.tzp") == kArchiveVersion);  // from version 4 the index says whether there is a model
   // The model is the archive's only difference: the whole model file, once, and its entry in the
   // (compressed) index.
   CHECK(fs::file_size(dir / "e.tzp") >= fs::file_size(dir / "p.tzp") + bytes.size());
