@@ -85,10 +85,11 @@ template <ChannelRef Ref, bool Keep>
   return i;
 }
 
+// The kernel for `ref`, storing the sums or not.
 template <ChannelRef Ref>
-std::size_t undo_lossless_avx2(bool keep, const std::int32_t* p, const std::int32_t* a, const std::int32_t* b, std::int32_t* o,
-                               const std::uint16_t* f, std::uint32_t max_value, std::uint16_t* px, std::size_t n,
-                               std::uint32_t& bad) {
+std::size_t undo_lossless_avx2_keeping(bool keep, const std::int32_t* p, const std::int32_t* a, const std::int32_t* b,
+                                       std::int32_t* o, const std::uint16_t* f, std::uint32_t max_value, std::uint16_t* px,
+                                       std::size_t n, std::uint32_t& bad) {
   return keep ? undo_lossless_avx2<Ref, true>(p, a, b, o, f, max_value, px, n, bad)
               : undo_lossless_avx2<Ref, false>(p, a, b, o, f, max_value, px, n, bad);
 }
@@ -175,10 +176,11 @@ bool undo_channel_ref_lossless(ChannelRef ref, std::span<const std::int32_t> pla
 #ifdef TEZIP_HAVE_AVX2_CHANNEL_REF
   if (path >= SimdPath::avx2) {
     const std::int32_t *a = first.data(), *b = second.data();
+    const auto simd = [&](auto kernel) { start = kernel(keep_sums, p, a, b, o, f, max_value, px, n, out_of_range); };
     switch (ref) {
-      case ChannelRef::First: start = undo_lossless_avx2<ChannelRef::First>(keep_sums, p, a, b, o, f, max_value, px, n, out_of_range); break;
-      case ChannelRef::Second: start = undo_lossless_avx2<ChannelRef::Second>(keep_sums, p, a, b, o, f, max_value, px, n, out_of_range); break;
-      case ChannelRef::Mean: start = undo_lossless_avx2<ChannelRef::Mean>(keep_sums, p, a, b, o, f, max_value, px, n, out_of_range); break;
+      case ChannelRef::First: simd(undo_lossless_avx2_keeping<ChannelRef::First>); break;
+      case ChannelRef::Second: simd(undo_lossless_avx2_keeping<ChannelRef::Second>); break;
+      case ChannelRef::Mean: simd(undo_lossless_avx2_keeping<ChannelRef::Mean>); break;
       case ChannelRef::None: break;
     }
   }

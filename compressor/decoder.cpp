@@ -148,7 +148,8 @@ std::vector<GopFrames> ArchiveDecoder::decode_chunks(std::span<const std::size_t
       chunk_hashes.emplace_back(counts[c] * channels * height, width, index.checksum);
     }
   }
-  const RowsDone hash_rows = [&](std::size_t c, std::size_t t, std::size_t channel, std::size_t y, std::span<const std::uint16_t> rows) {
+  const RowsDone hash_rows = [&](std::size_t c, std::size_t t, std::size_t channel, std::size_t y,
+                                 std::span<const std::uint16_t> rows) {
     if (channel >= channels || y >= height) throw std::logic_error("decode_chunks: no such row");
     const std::size_t row_in_frame = channel * height + y;
     if (index.frame_hashes) {

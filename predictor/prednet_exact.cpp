@@ -87,8 +87,8 @@ std::vector<Tap> conv_taps(const QuantConv& conv) {
 // image as one loop the compiler vectorises, the few at the image's edges one by one. (It was two
 // passes of memset and memcpy per tap and segment into scratch, then an interleaving one: 44% of
 // PredNet decoding on mire2 went to them and the calls.) Inlined into conv2d's clones.
-[[gnu::always_inline]] inline void im2col_tile(const std::int16_t* image, int height, int width, std::span<const Tap> taps, int pairs, int p0,
-                        int count, std::int32_t* xs) {
+[[gnu::always_inline]] inline void im2col_tile(const std::int16_t* image, int height, int width, std::span<const Tap> taps,
+                                               int pairs, int p0, int count, std::int32_t* xs) {
   if (count < kTile)
     for (int p = 0; p < pairs; ++p) std::fill(xs + std::int64_t(p) * kTile + count, xs + std::int64_t(p + 1) * kTile, 0);
   const std::int64_t plane_size = std::int64_t(height) * width;
