@@ -160,7 +160,9 @@ struct FramesHasher::State {
       XXH3_64bits_update_dispatch(xxh3.get(), data, bytes);
     }
   }
-  std::uint64_t digest() const { return kind == FramesChecksum::xxh64 ? XXH64_digest(xxh64.get()) : XXH3_64bits_digest(xxh3.get()); }
+  std::uint64_t digest() const {
+    return kind == FramesChecksum::xxh64 ? XXH64_digest(xxh64.get()) : XXH3_64bits_digest(xxh3.get());
+  }
 };
 
 FramesHasher::FramesHasher(std::size_t parts, std::size_t part_size, FramesChecksum kind)

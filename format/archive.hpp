@@ -16,13 +16,13 @@ namespace tezip {
 // The archive (layout in docs/format.md): a 16-byte header, chunks (one coded GOP each) appended
 // as they are coded, then the index and a 32-byte footer that points at it.
 // 2: predictor arithmetic and fingerprint. 3: the same, plus a model embedded after the header.
-// 4 (written): the index stored as one zstd frame, the model optional (a flag in the index). Frame
+// 4: the index stored as one zstd frame, the model optional (a flag in the index). Frame
 // names, formats and chunk records repeat from entry to entry; compressed they no longer cost more
 // than the frames on small-frame data (Moving MNIST: 55.5 KB of index, 24% of the archive, before).
 // 5 (written): as 4, the chunks' decoded-frame checksums XXH3-64 instead of XXH64 (the library's
 // AVX2 kernel hashes 2.8x as fast; the checksum was 5-9% of decoding).
 inline constexpr std::uint32_t kArchiveVersion = 5;
-inline constexpr std::uint32_t kOldestArchiveVersion = 2;  // 2 and 3 are read too
+inline constexpr std::uint32_t kOldestArchiveVersion = 2;  // 2 to 4 are read too
 
 enum class GopKind : std::uint8_t { Static = 0, Dynamic = 1 };
 
@@ -119,6 +119,7 @@ std::uint64_t max_gop_frames(const Geometry& geometry, const ArchiveLimits& limi
 std::string index_problem(const ArchiveIndex& index, const ArchiveLimits& limits = {});
 
 std::uint64_t hash_bytes(std::span<const std::uint8_t> bytes);
+// XXH64 of one frame's pixels: the per-frame checksum of archive versions 2 and 3 (FrameEntry::hash).
 std::uint64_t hash_pixels(std::span<const std::uint16_t> pixels);
 // The hash `kind` of frames' pixels one after the other (ChunkEntry::frames_hash).
 std::uint64_t hash_frames(std::span<const Pixels> frames, FramesChecksum kind);
@@ -126,7 +127,8 @@ std::uint64_t hash_frames(std::span<const Pixels> frames, FramesChecksum kind);
 // hash_frames' value fed a few rows at a time, in any order: the frames' pixels are `parts` equal
 // parts of `part_size` pixels (their rows, planes after planes, frames after frames), and each part
 // is hashed as soon as every part before it has been. A decoder that tells it of rows as it writes
-// them hashes them while they are in L1, where XXH64 runs at three times its speed from memory.
+// them hashes them while they are in L1, where XXH64 runs at three times its speed from memory
+// (XXH3 at 2.8 times XXH64's there).
 // Parts added before their turn must stay valid until hashed.
 class FramesHasher {
  public:
