@@ -40,7 +40,6 @@ std::int64_t floor_div(std::int64_t n, std::int64_t d) {  // d > 0
 }
 
 std::int32_t saturate32(std::int64_t v) { return std::int32_t(std::clamp<std::int64_t>(v, -kAccLimit, kAccLimit)); }
-std::int16_t saturate16(std::int64_t v) { return std::int16_t(std::clamp<std::int64_t>(v, -kMaxInput, kMaxInput)); }
 
 // tanh(j / 4096) for j = 0..32768 in Q15, from exact integer arithmetic in 62-bit fixed point:
 // r = e^(-1/2048) by its Taylor series, e^(-2x) = r^j by repeated rounded multiplication (relative
@@ -521,6 +520,116 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void lstm_update_a
 }
 #endif
 
+// The two halves of an error, clamp(d, 0, 32767) and clamp(-d, 0, 32767), for |d| < 2^31.
+inline void split_error(std::int32_t d, std::int16_t& below, std::int16_t& above) {
+  below = std::int16_t(std::clamp(d, 0, kMaxInput));
+  above = std::int16_t(std::clamp(-d, 0, kMaxInput));
+}
+
+// frame_errors in 32-bit arithmetic: the forecast clamped to [0, 2^24] and the target in [0, 32768]
+// keep every difference far inside int32 (the int64 of the definition is never needed).
+[[gnu::always_inline]] inline void frame_errors_body(const std::int32_t* frame, const std::int32_t* forecast, std::int64_t count,
+                                                     std::span<const std::int32_t> q15, std::span<const std::int32_t> q24,
+                                                     std::int16_t* below, std::int16_t* above, std::int32_t* last) {
+  const std::int32_t max = std::int32_t(q15.size()) - 1;
+  for (std::int64_t n = 0; n < count; ++n) {
+    const std::int32_t p = std::clamp(frame[n], 0, max);
+    const std::int32_t prediction = (std::clamp(forecast[n], 0, 1 << 24) + (1 << 8)) >> 9;
+    split_error(prediction - q15[std::size_t(p)], below[n], above[n]);
+    if (last != nullptr) last[n] = q24[std::size_t(p)];
+  }
+}
+
+// pooled_errors in 32-bit arithmetic: target and guess are both in [0, 2^31 - 1], so their
+// difference fits.
+[[gnu::always_inline]] inline void pooled_errors_body(const std::int32_t* pre, const std::int32_t* prediction, std::int64_t height,
+                                                      std::int64_t width, std::int16_t* below, std::int16_t* above) {
+  for (std::int64_t y = 0; y < height; ++y) {
+    const std::int32_t* top = pre + 2 * y * 2 * width;
+    const std::int32_t* bottom = top + 2 * width;
+    for (std::int64_t x = 0; x < width; ++x) {
+      const std::int32_t target = std::max({top[2 * x], top[2 * x + 1], bottom[2 * x], bottom[2 * x + 1], 0});
+      const std::int64_t i = y * width + x;
+      split_error(std::max(prediction[i], 0) - target, below[i], above[i]);
+    }
+  }
+}
+
+void frame_errors_portable(const std::int32_t* frame, const std::int32_t* forecast, std::int64_t count,
+                           std::span<const std::int32_t> q15, std::span<const std::int32_t> q24, std::int16_t* below,
+                           std::int16_t* above, std::int32_t* last) {
+  frame_errors_body(frame, forecast, count, q15, q24, below, above, last);
+}
+
+void pooled_errors_portable(const std::int32_t* pre, const std::int32_t* prediction, std::int64_t height, std::int64_t width,
+                            std::int16_t* below, std::int16_t* above) {
+  pooled_errors_body(pre, prediction, height, width, below, above);
+}
+
+#ifdef TEZIP_EXACT_X86
+// The halves of 8 errors d, stored as int16: clamp(d, 0, 32767) to below, clamp(-d, ...) to above.
+__attribute__((target("avx2"))) inline void split_errors_8(__m256i d, std::int16_t* below, std::int16_t* above) {
+  const __m256i zero = _mm256_setzero_si256(), top = _mm256_set1_epi32(kMaxInput);
+  const __m256i b = _mm256_min_epi32(_mm256_max_epi32(d, zero), top);
+  const __m256i a = _mm256_min_epi32(_mm256_max_epi32(_mm256_sub_epi32(zero, d), zero), top);
+  // packs works within 128-bit lanes: b0-3 a0-3 b4-7 a4-7, then the quarters reordered.
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(b, a), 0xD8);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(below), _mm256_castsi256_si128(packed));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(above), _mm256_extracti128_si256(packed, 1));
+}
+
+// frame_errors_body 8 pixels at a time (the tables read by gathers); the tail the portable way.
+__attribute__((target("avx2"))) void frame_errors_avx2(const std::int32_t* frame, const std::int32_t* forecast,
+                                                       std::int64_t count, std::span<const std::int32_t> q15,
+                                                       std::span<const std::int32_t> q24, std::int16_t* below,
+                                                       std::int16_t* above, std::int32_t* last) {
+  const __m256i zero = _mm256_setzero_si256(), max = _mm256_set1_epi32(std::int32_t(q15.size()) - 1);
+  const __m256i one = _mm256_set1_epi32(1 << 24), half = _mm256_set1_epi32(1 << 8);
+  std::int64_t n = 0;
+  for (; n + 8 <= count; n += 8) {
+    const __m256i p = _mm256_min_epi32(_mm256_max_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(frame + n)), zero), max);
+    const __m256i f = _mm256_min_epi32(_mm256_max_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(forecast + n)), zero), one);
+    const __m256i prediction = _mm256_srai_epi32(_mm256_add_epi32(f, half), 9);
+    split_errors_8(_mm256_sub_epi32(prediction, _mm256_i32gather_epi32(q15.data(), p, 4)), below + n, above + n);
+    if (last != nullptr)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(last + n), _mm256_i32gather_epi32(q24.data(), p, 4));
+  }
+  frame_errors_body(frame + n, forecast + n, count - n, q15, q24, below + n, above + n, last != nullptr ? last + n : nullptr);
+}
+
+__attribute__((target("avx2"))) inline __m256i load8(const std::int32_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// pooled_errors_body 8 outputs at a time: the 2 x 2 maxima of 16 columns of two rows, the even and
+// odd columns' maxima taken apart by shuffles; each row's tail the portable way.
+__attribute__((target("avx2"))) void pooled_errors_avx2(const std::int32_t* pre, const std::int32_t* prediction,
+                                                        std::int64_t height, std::int64_t width, std::int16_t* below,
+                                                        std::int16_t* above) {
+  const __m256i zero = _mm256_setzero_si256();
+  for (std::int64_t y = 0; y < height; ++y) {
+    const std::int32_t* top = pre + 2 * y * 2 * width;
+    const std::int32_t* bottom = top + 2 * width;
+    const std::int64_t row = y * width;
+    std::int64_t x = 0;
+    for (; x + 8 <= width; x += 8) {
+      const __m256 m0 = _mm256_castsi256_ps(_mm256_max_epi32(load8(top + 2 * x), load8(bottom + 2 * x)));
+      const __m256 m1 = _mm256_castsi256_ps(_mm256_max_epi32(load8(top + 2 * x + 8), load8(bottom + 2 * x + 8)));
+      // even and odd columns: 0 2 | 8 10 | 4 6 | 12 14 (in pairs), restored to order by the permute
+      const __m256i even = _mm256_castps_si256(_mm256_shuffle_ps(m0, m1, 0x88));
+      const __m256i odd = _mm256_castps_si256(_mm256_shuffle_ps(m0, m1, 0xDD));
+      const __m256i target = _mm256_max_epi32(_mm256_permute4x64_epi64(_mm256_max_epi32(even, odd), 0xD8), zero);
+      const __m256i guess = _mm256_max_epi32(load8(prediction + row + x), zero);
+      split_errors_8(_mm256_sub_epi32(guess, target), below + row + x, above + row + x);
+    }
+    for (; x < width; ++x) {
+      const std::int32_t target = std::max({top[2 * x], top[2 * x + 1], bottom[2 * x], bottom[2 * x + 1], 0});
+      split_error(std::max(prediction[row + x], 0) - target, below[row + x], above[row + x]);
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 void lstm_update(const std::int32_t* gates, std::int64_t gate_stride, std::int64_t count, std::int32_t* c,
@@ -529,6 +638,26 @@ void lstm_update(const std::int32_t* gates, std::int64_t gate_stride, std::int64
   if (resolve(kernel) == Kernel::avx512vnni) return lstm_update_avx512(gates, gate_stride, count, c, r);
 #endif
   lstm_update_portable(gates, gate_stride, count, c, r);
+}
+
+void frame_errors(const std::int32_t* frame, const std::int32_t* forecast, std::int64_t count, std::span<const std::int32_t> q15,
+                  std::span<const std::int32_t> q24, std::int16_t* below, std::int16_t* above, std::int32_t* last,
+                  Kernel kernel) {
+  if (q15.empty() || q24.size() != q15.size()) throw std::invalid_argument("frame_errors: tables of different sizes");
+#ifdef TEZIP_EXACT_X86
+  if (resolve(kernel) != Kernel::portable) return frame_errors_avx2(frame, forecast, count, q15, q24, below, above, last);
+#endif
+  (void)kernel;
+  frame_errors_portable(frame, forecast, count, q15, q24, below, above, last);
+}
+
+void pooled_errors(const std::int32_t* pre, const std::int32_t* prediction, std::int64_t height, std::int64_t width,
+                   std::int16_t* below, std::int16_t* above, Kernel kernel) {
+#ifdef TEZIP_EXACT_X86
+  if (resolve(kernel) != Kernel::portable) return pooled_errors_avx2(pre, prediction, height, width, below, above);
+#endif
+  (void)kernel;
+  pooled_errors_portable(pre, prediction, height, width, below, above);
 }
 
 }  // namespace tezip::exact
@@ -575,7 +704,18 @@ struct ExactState final : PredNetEngineState {
   // Residual forecasts: the last frame seen in Q24 (0 before the first), finer than A_0's Q15 so
   // that a zero correction gives back its pixels exactly at 16 bits too.
   std::vector<std::int32_t> last;
+  // predict's and correct's scratch, kept from frame to frame and only ever grown: a fresh
+  // allocation a frame went back to the kernel and came back zero-filled (6% of decoding mire2).
+  std::vector<std::int16_t> input;
+  std::vector<std::int32_t> gates, pre, prediction;
 };
+
+// v's storage for at least n values (their contents left as they are).
+template <class T>
+T* scratch(std::vector<T>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
 
 class ExactEngine final : public PredNetEngine {
  public:
@@ -676,18 +816,16 @@ class ExactEngine final : public PredNetEngine {
   void predict(ExactState& s, std::uint32_t max_value, std::span<std::int32_t> pixels) const {
     const int layers = options_.layers();
     const std::int64_t batch = s.samples;
-    std::vector<std::int16_t> input;
-    std::vector<std::int32_t> gates;
     for (int l = layers - 1; l >= 0; --l) {
       ExactState::Layer& state = s.layers[l];
       const std::int64_t h = state.height, w = state.width, hw = h * w;
       const std::int64_t ce = 2 * options_.a_channels[l], cr = options_.r(l), cu = l + 1 < layers ? options_.r(l + 1) : 0;
       const std::int64_t cin = ce + cr + cu;
-      input.resize(std::size_t(batch * cin * hw));
+      std::int16_t* const input = scratch(s.input, std::size_t(batch * cin * hw));
       const std::int16_t* up = cu > 0 ? s.layers[l + 1].r.data() : nullptr;
       for (std::int64_t plane = 0; plane < batch * cin; ++plane) {
         const std::int64_t b = plane / cin, ch = plane % cin;
-        std::int16_t* dst = input.data() + plane * hw;
+        std::int16_t* dst = input + plane * hw;
         if (ch < ce) {
           std::memcpy(dst, state.e.data() + (b * ce + ch) * hw, sizeof(std::int16_t) * hw);
         } else if (ch < ce + cr) {
@@ -698,13 +836,13 @@ class ExactEngine final : public PredNetEngine {
             for (std::int64_t x = 0; x < w; ++x) dst[y * w + x] = src[(y / 2) * (w / 2) + x / 2];
         }
       }
-      gates.resize(std::size_t(batch * 4 * cr * hw));
-      exact::conv2d(input.data(), int(batch), int(h), int(w), layers_[l].lstm, gates.data(), kernel_);
+      std::int32_t* const gates = scratch(s.gates, std::size_t(batch * 4 * cr * hw));
+      exact::conv2d(input, int(batch), int(h), int(w), layers_[l].lstm, gates, kernel_);
       // A sample's gates are [4][cr * hw] (i, f, o, g); R_l and c_l are updated in place (R_l's
       // old values were copied into the input above).
       const std::int64_t cells = cr * hw;
       for (std::int64_t b = 0; b < batch; ++b)
-        exact::lstm_update(gates.data() + b * 4 * cells, cells, cells, state.c.data() + b * cells, state.r.data() + b * cells,
+        exact::lstm_update(gates + b * 4 * cells, cells, cells, state.c.data() + b * cells, state.r.data() + b * cells,
                            kernel_);
     }
     const ExactState::Layer& bottom = s.layers[0];
@@ -747,52 +885,30 @@ class ExactEngine final : public PredNetEngine {
   void correct(ExactState& s, std::span<const std::int32_t> frame, std::uint32_t max_value) const {
     const std::int64_t batch = s.samples, channels = options_.a_channels[0];
     const std::int64_t hw = std::int64_t(s.layers[0].height) * s.layers[0].width;
-    // Layer 0: the frame and the forecast in Q15 (1.0 = 32768), errors saturated to 32767.
+    // Layer 0: the frame and the forecast in Q15 (1.0 = 32768), errors saturated to 32767; the
+    // frame in Q24 for residual forecasts.
     {
-      const std::int64_t max = max_value;
       const PixelScale& scale = pixel_scale(max_value);
-      std::int16_t* ep = s.layers[0].e.data();
       for (std::int64_t plane = 0; plane < batch * channels; ++plane) {
         const std::int64_t b = plane / channels, ch = plane % channels;
-        std::int16_t* below = ep + (b * 2 * channels + ch) * hw;  // relu(prediction - target)
-        std::int16_t* above = below + channels * hw;              // relu(target - prediction)
-        for (std::int64_t n = 0; n < hw; ++n) {
-          const std::int64_t p = std::clamp<std::int64_t>(frame[plane * hw + n], 0, max);
-          const std::int64_t target = scale.q15[p];
-          const std::int64_t prediction = (std::int64_t(s.forecast[plane * hw + n]) + (1 << (kForecastFrac - 16))) >>
-                                          (kForecastFrac - 15);
-          below[n] = exact::saturate16(std::max<std::int64_t>(prediction - target, 0));
-          above[n] = exact::saturate16(std::max<std::int64_t>(target - prediction, 0));
-          // round_half_up(p * 2^24 / max): back to pixels, floor((q max + 2^23) / 2^24) = p.
-          if (options_.residual) s.last[plane * hw + n] = scale.q24[p];
-        }
+        std::int16_t* below = s.layers[0].e.data() + (b * 2 * channels + ch) * hw;  // relu(prediction - target)
+        exact::frame_errors(frame.data() + plane * hw, s.forecast.data() + plane * hw, hw, scale.q15, scale.q24, below,
+                            below + channels * hw, options_.residual ? s.last.data() + plane * hw : nullptr, kernel_);
       }
     }
-    std::vector<std::int32_t> pre, prediction;
     for (int l = 1; l < options_.layers(); ++l) {
       const Layer& layer = layers_[l];
       const ExactState::Layer& lower = s.layers[l - 1];
       ExactState::Layer& state = s.layers[l];
       const std::int64_t ch = options_.a_channels[l], h = state.height, w = state.width;
-      pre.resize(std::size_t(batch * ch * 4 * h * w));
-      prediction.resize(std::size_t(batch * ch * h * w));
-      exact::conv2d(lower.e.data(), int(batch), lower.height, lower.width, layer.a, pre.data(), kernel_);
-      exact::conv2d(state.r.data(), int(batch), int(h), int(w), layer.ahat, prediction.data(), kernel_);
-      std::int16_t* ep = state.e.data();
+      std::int32_t* const pre = scratch(s.pre, std::size_t(batch * ch * 4 * h * w));
+      std::int32_t* const prediction = scratch(s.prediction, std::size_t(batch * ch * h * w));
+      exact::conv2d(lower.e.data(), int(batch), lower.height, lower.width, layer.a, pre, kernel_);
+      exact::conv2d(state.r.data(), int(batch), int(h), int(w), layer.ahat, prediction, kernel_);
       for (std::int64_t plane = 0; plane < batch * ch; ++plane) {
         const std::int64_t b = plane / ch, j = plane % ch;
-        const std::int32_t* a = pre.data() + plane * 4 * h * w;
-        const std::int32_t* guess_plane = prediction.data() + plane * h * w;
-        std::int16_t* below = ep + (b * 2 * ch + j) * h * w;
-        std::int16_t* above = below + ch * h * w;
-        for (std::int64_t y = 0; y < h; ++y)
-          for (std::int64_t x = 0; x < w; ++x) {
-            const std::int32_t* q = a + (2 * y) * (2 * w) + 2 * x;
-            const std::int64_t target = std::max({q[0], q[1], q[2 * w], q[2 * w + 1], 0});
-            const std::int64_t guess = std::max(guess_plane[y * w + x], 0);
-            below[y * w + x] = exact::saturate16(std::max<std::int64_t>(guess - target, 0));
-            above[y * w + x] = exact::saturate16(std::max<std::int64_t>(target - guess, 0));
-          }
+        std::int16_t* below = state.e.data() + (b * 2 * ch + j) * h * w;
+        exact::pooled_errors(pre + plane * 4 * h * w, prediction + plane * h * w, h, w, below, below + ch * h * w, kernel_);
       }
     }
   }

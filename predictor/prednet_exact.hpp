@@ -78,6 +78,21 @@ const std::vector<std::int16_t>& tanh_table();
 void lstm_update(const std::int32_t* gates, std::int64_t gate_stride, std::int64_t count, std::int32_t* c,
                  std::int16_t* r, Kernel kernel = Kernel::best);
 
+// Layer 0's errors of `count` pixels, with p = clamp(frame, 0, max) (max = q15.size() - 1), the
+// target q15[p] and the forecast's Q15 value floor((clamp(forecast, 0, 2^24) + 2^8) / 2^9):
+// below = clamp(forecast - target, 0, 32767), above = clamp(target - forecast, 0, 32767), and, where
+// `last` is not null, last = q24[p]. With any kernel but portable, 8 pixels at a time in AVX2; the
+// same values.
+void frame_errors(const std::int32_t* frame, const std::int32_t* forecast, std::int64_t count, std::span<const std::int32_t> q15,
+                  std::span<const std::int32_t> q24, std::int16_t* below, std::int16_t* above, std::int32_t* last,
+                  Kernel kernel = Kernel::best);
+
+// Layer l >= 1's errors of one h x w plane: target = max(0, the 2 x 2 maximum of `pre` (2h x 2w)),
+// guess = max(prediction, 0) (h x w); below = clamp(guess - target, 0, 32767), above =
+// clamp(target - guess, 0, 32767). With any kernel but portable, 8 outputs at a time in AVX2.
+void pooled_errors(const std::int32_t* pre, const std::int32_t* prediction, std::int64_t height, std::int64_t width,
+                   std::int16_t* below, std::int16_t* above, Kernel kernel = Kernel::best);
+
 // floor((v + 2^(shift-1)) / 2^shift) for shift > 0, v * 2^-shift otherwise.
 inline std::int64_t round_shift(std::int64_t v, int shift) {
   return shift > 0 ? (v + (std::int64_t{1} << (shift - 1))) >> shift : v * (std::int64_t{1} << -shift);

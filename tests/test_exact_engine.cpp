@@ -193,6 +193,71 @@ TEST_CASE("exact LSTM update equals its definition through hard_sigmoid_q15 and 
   }
 }
 
+TEST_CASE("exact error planes equal their int64 definitions on every kernel", "[exact]") {
+  // frame_errors and pooled_errors run in 32-bit lanes, 8 at a time with AVX2; the values must be
+  // the int64 definitions' for any int32 input, lengths and widths not multiples of 8 included.
+  std::mt19937 rng(31);
+  constexpr std::int32_t kMin = std::numeric_limits<std::int32_t>::min(), kMax = std::numeric_limits<std::int32_t>::max();
+  auto clamp16 = [](std::int64_t v) { return std::int16_t(std::clamp<std::int64_t>(v, 0, 32767)); };
+  for (const std::uint32_t max : {255u, 1023u, 65535u}) {
+    std::vector<std::int32_t> q15(max + 1), q24(max + 1);
+    for (std::uint32_t p = 0; p <= max; ++p) {
+      q15[p] = std::int32_t(((std::int64_t(p) << 16) + max) / (2 * std::int64_t(max)));
+      q24[p] = std::int32_t(((std::int64_t(p) << 25) + max) / (2 * std::int64_t(max)) + 7);  // any table
+    }
+    constexpr std::int64_t n = 1000 + 7;
+    std::vector<std::int32_t> frame(n), forecast(n);
+    std::uniform_int_distribution<std::int32_t> pixel(-3, std::int32_t(max) + 3), q(-5, (1 << 24) + 5);
+    const std::vector<std::int32_t> edges = {kMin, -1, 0, 1, 255, 256, 511, 512, 1 << 24, (1 << 24) + 1, kMax};
+    for (std::int64_t k = 0; k < n; ++k) {
+      frame[k] = k % 11 == 0 ? edges[rng() % edges.size()] : pixel(rng);
+      forecast[k] = k % 13 == 0 ? edges[rng() % edges.size()] : q(rng);
+    }
+    for (const auto kernel : exact::supported_kernels()) {
+      INFO("kernel " << exact::kernel_name(kernel) << ", max " << max);
+      std::vector<std::int16_t> below(n), above(n);
+      std::vector<std::int32_t> last(n);
+      exact::frame_errors(frame.data(), forecast.data(), n, q15, q24, below.data(), above.data(), last.data(), kernel);
+      for (std::int64_t k = 0; k < n; ++k) {
+        INFO("pixel " << k);
+        const std::int64_t p = std::clamp<std::int64_t>(frame[k], 0, max);
+        const std::int64_t prediction = ref_round_shift(std::clamp<std::int64_t>(forecast[k], 0, 1 << 24), 9);
+        REQUIRE(below[k] == clamp16(prediction - q15[p]));
+        REQUIRE(above[k] == clamp16(q15[p] - prediction));
+        REQUIRE(last[k] == q24[p]);
+      }
+      std::vector<std::int16_t> b2(n), a2(n);  // without `last`: the same halves
+      exact::frame_errors(frame.data(), forecast.data(), n, q15, q24, b2.data(), a2.data(), nullptr, kernel);
+      REQUIRE(b2 == below);
+      REQUIRE(a2 == above);
+    }
+  }
+  for (const std::int64_t width : {1, 8, 19, 48}) {
+    const std::int64_t height = 5;
+    std::vector<std::int32_t> pre(4 * height * width), prediction(height * width);
+    std::uniform_int_distribution<std::int32_t> near(-70000, 70000), wide(kMin, kMax);
+    for (auto& v : pre) v = rng() % 6 == 0 ? wide(rng) : near(rng);
+    for (auto& v : prediction) v = rng() % 6 == 0 ? wide(rng) : near(rng);
+    pre[0] = kMax;
+    prediction[0] = kMin;
+    prediction[height * width - 1] = kMax;
+    for (const auto kernel : exact::supported_kernels()) {
+      INFO("kernel " << exact::kernel_name(kernel) << ", width " << width);
+      std::vector<std::int16_t> below(height * width), above(height * width);
+      exact::pooled_errors(pre.data(), prediction.data(), height, width, below.data(), above.data(), kernel);
+      for (std::int64_t y = 0; y < height; ++y)
+        for (std::int64_t x = 0; x < width; ++x) {
+          const std::int32_t* a = pre.data() + 2 * y * 2 * width + 2 * x;
+          const std::int64_t target = std::max<std::int64_t>({a[0], a[1], a[2 * width], a[2 * width + 1], 0});
+          const std::int64_t guess = std::max<std::int64_t>(prediction[y * width + x], 0);
+          INFO("output " << y << "," << x);
+          REQUIRE(below[y * width + x] == clamp16(guess - target));
+          REQUIRE(above[y * width + x] == clamp16(target - guess));
+        }
+    }
+  }
+}
+
 TEST_CASE("exact tanh: the integer-series table and its interpolation", "[exact]") {
   const auto& table = exact::tanh_table();
   REQUIRE(table.size() == 32769);
