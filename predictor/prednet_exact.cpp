@@ -832,8 +832,10 @@ class ExactEngine final : public PredNetEngine {
           std::memcpy(dst, state.r.data() + (b * cr + ch - ce) * hw, sizeof(std::int16_t) * hw);
         } else {  // nearest-neighbour 2x upsampling of R_{l+1}
           const std::int16_t* src = up + (b * cu + ch - ce - cr) * (hw / 4);
-          for (std::int64_t y = 0; y < h; ++y)
-            for (std::int64_t x = 0; x < w; ++x) dst[y * w + x] = src[(y / 2) * (w / 2) + x / 2];
+          for (std::int64_t y = 0; y < h; y += 2, src += w / 2, dst += 2 * w) {
+            for (std::int64_t x = 0; x < w / 2; ++x) dst[2 * x] = dst[2 * x + 1] = src[x];
+            std::memcpy(dst + w, dst, sizeof(std::int16_t) * w);  // h and w are even (padding_multiple)
+          }
         }
       }
       std::int32_t* const gates = scratch(s.gates, std::size_t(batch * 4 * cr * hw));
