@@ -245,29 +245,25 @@ MotionVector median(MotionVector a, MotionVector b, MotionVector c) {
   return {std::int16_t(med(a.x, b.x, c.x)), std::int16_t(med(a.y, b.y, c.y))};
 }
 
-// Coding order: blocks in raster order, the units of a block in raster order (z order of 2 x 2).
-// A unit is coded before (ux, uy) when its block comes first, or it is an earlier unit of the same block.
-bool coded_before(const MotionField& f, std::uint32_t x, std::uint32_t y, std::uint32_t ux, std::uint32_t uy) {
-  if (x >= f.units_x() || y >= f.units_y()) return false;
-  const std::uint32_t b = (y / 2) * f.blocks_x() + x / 2, cur = (uy / 2) * f.blocks_x() + ux / 2;
-  if (b != cur) return b < cur;
-  return (y % 2) * 2 + x % 2 < (uy % 2) * 2 + ux % 2;
-}
-
 // The prediction of the vector of the area whose top-left unit is (ux, uy) and that is `span` units
 // wide: the median of its left, upper and upper-right neighbours (the upper-left one where the
-// upper-right is not coded yet); a missing neighbour counts as zero.
+// upper-right is not coded yet); a missing neighbour counts as zero. Coding order: blocks in raster
+// order, the units of a block in raster order (z order of 2 x 2). So the left, upper and upper-left
+// units, where the plane has them, are always coded before; the upper-right one too, unless it lies
+// in the next block of the same block row (uy odd and ux + span past this block). (Tests check
+// this against the order's definition.)
 MotionVector predict_vector(const MotionField& f, std::uint32_t ux, std::uint32_t uy, std::uint32_t span) {
-  auto get = [&](std::int64_t x, std::int64_t y, bool& ok) -> MotionVector {
-    ok = x >= 0 && y >= 0 && coded_before(f, std::uint32_t(x), std::uint32_t(y), ux, uy);
-    return ok ? f.units[std::size_t(y) * f.units_x() + std::size_t(x)] : MotionVector{};
-  };
-  bool has_left, has_up, has_right, has_ul;
-  const MotionVector left = get(std::int64_t(ux) - 1, uy, has_left);
-  const MotionVector up = get(ux, std::int64_t(uy) - 1, has_up);
-  MotionVector right = get(std::int64_t(ux) + span, std::int64_t(uy) - 1, has_right);
-  if (!has_right) right = get(std::int64_t(ux) - 1, std::int64_t(uy) - 1, has_ul);
-  if (has_left && !has_up && !has_right) return left;  // the first row: the left neighbour alone
+  const std::size_t stride = f.units_x();
+  const MotionVector* at = f.units.data() + std::size_t(uy) * stride + ux;
+  const bool has_left = ux > 0, has_up = uy > 0;
+  const std::uint32_t rx = ux + span;
+  const bool has_right = has_up && rx < stride && (uy % 2 == 0 || rx / 2 == ux / 2);
+  if (has_left && !has_up) return at[-1];  // the first row: the left neighbour alone
+  const MotionVector left = has_left ? at[-1] : MotionVector{};
+  const MotionVector up = has_up ? at[-std::ptrdiff_t(stride)] : MotionVector{};
+  const MotionVector right = has_right               ? at[std::ptrdiff_t(span) - std::ptrdiff_t(stride)]
+                             : has_left && has_up ? at[-std::ptrdiff_t(stride) - 1]
+                                                  : MotionVector{};
   return median(left, up, right);
 }
 
@@ -284,13 +280,21 @@ void set_units(MotionField& f, std::uint32_t ux, std::uint32_t uy, std::uint32_t
 }
 
 // A spatial block's forecast: the rounded mean of the reference's pixels under the block.
+// Sums of at most 16 x 16 pixels fit 32 bits (256 x 65535 < 2^24): vector lanes twice as wide as
+// 64-bit sums would allow, the block's usual width fixed (W = 0: any).
+template <std::uint32_t W>
+std::uint32_t block_sum(const std::uint16_t* row, std::uint32_t width, std::uint32_t w, std::uint32_t h) {
+  if constexpr (W != 0) w = W;
+  std::uint32_t sum = 0;
+  for (std::uint32_t y = 0; y < h; ++y, row += width)
+    for (std::uint32_t x = 0; x < w; ++x) sum += row[x];
+  return sum;
+}
+
 std::uint16_t block_dc(std::span<const std::uint16_t> reference, std::uint32_t width, const Rect& r) {
-  std::uint64_t sum = 0;
-  for (std::uint32_t y = 0; y < r.h; ++y) {
-    const std::uint16_t* row = reference.data() + std::size_t(r.y + y) * width + r.x;
-    for (std::uint32_t x = 0; x < r.w; ++x) sum += row[x];
-  }
-  const std::uint64_t n = std::uint64_t(r.w) * r.h;
+  const std::uint16_t* row = reference.data() + std::size_t(r.y) * width + r.x;
+  const std::uint32_t sum = r.w == kBlock ? block_sum<kBlock>(row, width, r.w, r.h) : block_sum<0>(row, width, r.w, r.h);
+  const std::uint32_t n = r.w * r.h;
   return std::uint16_t((sum + n / 2) / n);
 }
 

@@ -1026,6 +1026,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
 
   std::vector<std::size_t> map_pos(chunks.size(), 0), motion_pos(chunks.size(), 0);
   codecs::MotionField field;  // of the frame being decoded, when its channel 0 has motion
+  codecs::MotionField towards_far;  // field scaled towards the far reference, when bi
   std::vector<std::vector<std::size_t>> references(chunks.size()), far_references(chunks.size());  // as the encoder's
   bool bi = false;  // the frame's field is used towards both sides
   // Written in full before they are read (compensate, build_forecast); from the buffer pool.
@@ -1080,10 +1081,11 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
             bi = s.motion[motion_pos[g]++] == 1;
           }
           field = codecs::read_motion_symbols(s.motion, motion_pos[g], shape.width, shape.height, s.version >= 7);
+          if (bi) towards_far = far_field(field, t, references[g][t], far);
         }
         codecs::compensate(field, reference, *blended, shape.max_value);
         if (bi) {
-          codecs::compensate(far_field(field, t, references[g][t], far),
+          codecs::compensate(towards_far,
                              std::span<const std::uint16_t>(frames[g][far].data() + c * plane_size, plane_size), far_forecast,
                              shape.max_value);
           average(*blended, far_forecast, *blended);

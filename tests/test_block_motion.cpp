@@ -219,6 +219,57 @@ TEST_CASE("motion fields survive their symbols, and damaged symbols are refused"
   CHECK_THROWS_AS(read_motion_symbols(edge, p, 8, 8), CodecError);
 }
 
+TEST_CASE("vectors are predicted from the neighbours coded before them, by the coding order's definition", "[motion]") {
+  // The symbols of random fields, against predictions written from the definition: a unit is coded
+  // before another when its block comes first in raster order, or it is an earlier unit of the same
+  // block in raster order; the median of the left, upper and upper-right neighbours coded before
+  // (the upper-left one where the upper-right is not), a missing one zero; on the first row, the
+  // left one alone.
+  std::mt19937 rng(19);
+  for (const auto [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {8u, 8u}, {200u, 9u}, {24u, 40u}, {9u, 200u}}) {
+    const MotionField field = read_back(random_field(w, h, rng, kMotionRange, true));
+    auto order = [&](std::int64_t x, std::int64_t y) {  // the unit's place in coding order
+      return ((y / 2) * field.blocks_x() + x / 2) * 4 + (y % 2) * 2 + x % 2;
+    };
+    auto coded = [&](std::int64_t x, std::int64_t y, std::uint32_t ux, std::uint32_t uy) {
+      return x >= 0 && y >= 0 && x < field.units_x() && y < field.units_y() && order(x, y) < order(ux, uy);
+    };
+    auto vector_at = [&](std::int64_t x, std::int64_t y) { return field.units[std::size_t(y) * field.units_x() + std::size_t(x)]; };
+    auto predicted = [&](std::uint32_t ux, std::uint32_t uy, std::uint32_t span) {
+      const std::int64_t x = ux, y = uy;
+      const bool l = coded(x - 1, y, ux, uy), u = coded(x, y - 1, ux, uy), r = coded(x + span, y - 1, ux, uy);
+      const bool ul = coded(x - 1, y - 1, ux, uy);
+      const MotionVector left = l ? vector_at(x - 1, y) : MotionVector{}, up = u ? vector_at(x, y - 1) : MotionVector{};
+      const MotionVector right = r ? vector_at(x + span, y - 1) : ul ? vector_at(x - 1, y - 1) : MotionVector{};
+      if (l && !u && !r) return left;
+      auto med = [](int a, int b, int c) { return std::max(std::min(a, b), std::min(std::max(a, b), c)); };
+      return MotionVector{std::int16_t(med(left.x, up.x, right.x)), std::int16_t(med(left.y, up.y, right.y))};
+    };
+    std::vector<std::uint32_t> expected;
+    auto zz = [](int v) { return std::uint32_t(v >= 0 ? 2 * v : -2 * v - 1); };
+    for (std::uint32_t by = 0; by < field.blocks_y(); ++by)
+      for (std::uint32_t bx = 0; bx < field.blocks_x(); ++bx) {
+        const std::uint8_t mode = field.modes[std::size_t(by) * field.blocks_x() + bx];
+        expected.push_back(mode);
+        if (mode == kSpatialBlock) {
+          REQUIRE(vector_at(2 * bx, 2 * by) == predicted(2 * bx, 2 * by, 2));
+          continue;
+        }
+        const std::uint32_t span = mode == kSplitBlock ? 1 : 2;
+        for (std::uint32_t uy = 2 * by; uy < std::min(2 * by + 2, field.units_y()); uy += span)
+          for (std::uint32_t ux = 2 * bx; ux < std::min(2 * bx + 2, field.units_x()); ux += span) {
+            const MotionVector v = vector_at(ux, uy), p = predicted(ux, uy, span);
+            expected.push_back(zz(v.x - p.x));
+            expected.push_back(zz(v.y - p.y));
+          }
+      }
+    std::vector<std::uint32_t> symbols;
+    append_motion_symbols(field, symbols);
+    INFO(w << "x" << h);
+    REQUIRE(symbols == expected);
+  }
+}
+
 TEST_CASE("coded motion pays on a panning scene and decodes bit for bit", "[motion][gop]") {
   // A camera panning over a texture by 2.5 pixels per frame, with fresh sensor noise.
   const std::uint32_t w = 96, h = 64;
