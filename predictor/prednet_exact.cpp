@@ -540,18 +540,19 @@ inline void split_error(std::int32_t d, std::int16_t& below, std::int16_t& above
   }
 }
 
-// pooled_errors in 32-bit arithmetic: target and guess are both in [0, 2^31 - 1], so their
-// difference fits.
+// Output i of a plane, column x of the rows `top` and `bottom` of `pre`: in 32-bit arithmetic, since
+// target and guess are both in [0, 2^31 - 1] and their difference fits.
+inline void pooled_error(const std::int32_t* top, const std::int32_t* bottom, std::int64_t x, const std::int32_t* prediction,
+                         std::int16_t* below, std::int16_t* above, std::int64_t i) {
+  const std::int32_t target = std::max({top[2 * x], top[2 * x + 1], bottom[2 * x], bottom[2 * x + 1], 0});
+  split_error(std::max(prediction[i], 0) - target, below[i], above[i]);
+}
+
 [[gnu::always_inline]] inline void pooled_errors_body(const std::int32_t* pre, const std::int32_t* prediction, std::int64_t height,
                                                       std::int64_t width, std::int16_t* below, std::int16_t* above) {
   for (std::int64_t y = 0; y < height; ++y) {
     const std::int32_t* top = pre + 2 * y * 2 * width;
-    const std::int32_t* bottom = top + 2 * width;
-    for (std::int64_t x = 0; x < width; ++x) {
-      const std::int32_t target = std::max({top[2 * x], top[2 * x + 1], bottom[2 * x], bottom[2 * x + 1], 0});
-      const std::int64_t i = y * width + x;
-      split_error(std::max(prediction[i], 0) - target, below[i], above[i]);
-    }
+    for (std::int64_t x = 0; x < width; ++x) pooled_error(top, top + 2 * width, x, prediction, below, above, y * width + x);
   }
 }
 
@@ -578,6 +579,10 @@ __attribute__((target("avx2"))) inline void split_errors_8(__m256i d, std::int16
   _mm_storeu_si128(reinterpret_cast<__m128i*>(above), _mm256_extracti128_si256(packed, 1));
 }
 
+__attribute__((target("avx2"))) inline __m256i load8(const std::int32_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
 // frame_errors_body 8 pixels at a time (the tables read by gathers); the tail the portable way.
 __attribute__((target("avx2"))) void frame_errors_avx2(const std::int32_t* frame, const std::int32_t* forecast,
                                                        std::int64_t count, std::span<const std::int32_t> q15,
@@ -587,18 +592,14 @@ __attribute__((target("avx2"))) void frame_errors_avx2(const std::int32_t* frame
   const __m256i one = _mm256_set1_epi32(1 << 24), half = _mm256_set1_epi32(1 << 8);
   std::int64_t n = 0;
   for (; n + 8 <= count; n += 8) {
-    const __m256i p = _mm256_min_epi32(_mm256_max_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(frame + n)), zero), max);
-    const __m256i f = _mm256_min_epi32(_mm256_max_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(forecast + n)), zero), one);
+    const __m256i p = _mm256_min_epi32(_mm256_max_epi32(load8(frame + n), zero), max);
+    const __m256i f = _mm256_min_epi32(_mm256_max_epi32(load8(forecast + n), zero), one);
     const __m256i prediction = _mm256_srai_epi32(_mm256_add_epi32(f, half), 9);
     split_errors_8(_mm256_sub_epi32(prediction, _mm256_i32gather_epi32(q15.data(), p, 4)), below + n, above + n);
     if (last != nullptr)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(last + n), _mm256_i32gather_epi32(q24.data(), p, 4));
   }
   frame_errors_body(frame + n, forecast + n, count - n, q15, q24, below + n, above + n, last != nullptr ? last + n : nullptr);
-}
-
-__attribute__((target("avx2"))) inline __m256i load8(const std::int32_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
 // pooled_errors_body 8 outputs at a time: the 2 x 2 maxima of 16 columns of two rows, the even and
@@ -622,10 +623,7 @@ __attribute__((target("avx2"))) void pooled_errors_avx2(const std::int32_t* pre,
       const __m256i guess = _mm256_max_epi32(load8(prediction + row + x), zero);
       split_errors_8(_mm256_sub_epi32(guess, target), below + row + x, above + row + x);
     }
-    for (; x < width; ++x) {
-      const std::int32_t target = std::max({top[2 * x], top[2 * x + 1], bottom[2 * x], bottom[2 * x + 1], 0});
-      split_error(std::max(prediction[row + x], 0) - target, below[row + x], above[row + x]);
-    }
+    for (; x < width; ++x) pooled_error(top, bottom, x, prediction, below, above, row + x);
   }
 }
 #endif
