@@ -1202,9 +1202,16 @@ std::uint8_t chunk_choice(std::span<const std::uint8_t> chunk) {
   return in.u8();
 }
 
-// GOP frames t0, t0 + 1, ... (at most n), as a GOP of their own: the first becomes its key frame.
-GopFrames window(const GopFrames& frames, std::size_t t0, std::size_t n) {
-  return GopFrames(frames.begin() + std::ptrdiff_t(t0), frames.begin() + std::ptrdiff_t(std::min(frames.size(), t0 + n)));
+// Rows y0 .. y0 + rows - 1 of every frame (every channel) of a GOP, as a GOP of frames `rows` high.
+GopFrames band(const GopFrames& frames, const FrameShape& shape, std::uint32_t y0, std::uint32_t rows) {
+  const std::size_t plane = std::size_t(shape.width) * shape.height, cut = std::size_t(shape.width) * rows;
+  GopFrames out(frames.size(), Pixels(cut * shape.channels));
+  for (std::size_t t = 0; t < frames.size(); ++t)
+    for (std::size_t c = 0; c < shape.channels; ++c) {
+      const auto from = frames[t].begin() + std::ptrdiff_t(c * plane + std::size_t(y0) * shape.width);
+      std::copy(from, from + std::ptrdiff_t(cut), out[t].begin() + std::ptrdiff_t(c * cut));
+    }
+  return out;
 }
 
 // Replaces `coded` by the GOP's pixel chunk where that is smaller: a measured choice. The pixels
@@ -1284,13 +1291,19 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
     }
     return best;
   }
-  // Per GOP, the choice that codes two windows of kWindow frames (its start and, in GOPs of 9
-  // frames or more, its middle) smallest: a measurement with the real quantizer and coders, not an
-  // estimate (the order-0 estimates misjudge how much better context coding does on spatial
-  // residuals: on the castle depth maps they favour `previous` by 25% where `intra` codes 28%
-  // smaller). Measured: the middle window alone chose worse on the 8-frame castle16 sample (12.99
-  // against 16.49); the start alone chose `bidirectional` for castle lossless (24.96 against 32.29).
-  constexpr std::size_t kWindow = 3;
+  // Per GOP, the choice that codes bands of rows through all its frames smallest: a measurement with
+  // the real quantizer and coders, not an estimate (the order-0 estimates misjudge how much better
+  // context coding does on spatial residuals: on the castle depth maps they favour `previous` by
+  // 25% where `intra` codes 28% smaller). The bands together have as many pixels as kTrialFrames
+  // whole frames: up to kBands of them, each at least kMinRows high (a multiple of 16: two rows of
+  // motion blocks), spread evenly down the frame, each coded as a GOP of its own. So the trial
+  // sees what happens over the whole GOP: a cut or a flash half-way (the colour clip `tree`,
+  // frames 76-79, on which `bidirectional` codes 28% larger), and, at abs 2, how the closed loop
+  // settles over many frames. Windows of 3 whole frames at the GOP's start and middle, before,
+  // saw neither: they chose `bidirectional` for one of tree's GOPs at abs 2 (26% larger than
+  // `previous` there, the archive 8.5% larger), and `previous` or `bidirectional` for three of
+  // Megamind's lossless GOPs where `linear` codes 2-3% smaller (docs/defaults.md, "auto's trial").
+  constexpr std::uint32_t kTrialFrames = 6, kBands = 3, kMinRows = 32, kRowStep = 16;
   CodingSettings trial_settings = settings;
   trial_settings.zstd_win_level = 0;  // a second zstd pass would cost more than the trial itself
   trial_settings.key_frame_uncoded = true;
@@ -1301,14 +1314,29 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
   for (std::size_t g = 0; g < gops.size(); ++g) {
     const GopFrames& frames = *gops[g];
     if (frames.size() < 2) continue;
-    std::vector<GopFrames> windows{window(frames, 0, kWindow)};
-    if (frames.size() >= 3 * kWindow) windows.push_back(window(frames, frames.size() / 2, kWindow));
+    const std::uint64_t wanted = (std::uint64_t(shape.height) * kTrialFrames + frames.size() - 1) / frames.size();
+    const std::uint32_t bands = std::uint32_t(std::clamp<std::uint64_t>(wanted / kMinRows, 1, kBands));
+    const std::uint32_t rows = std::uint32_t(std::min<std::uint64_t>(
+        shape.height, std::max<std::uint64_t>(kMinRows, (wanted / bands + kRowStep - 1) / kRowStep * kRowStep)));
+    FrameShape trial_shape = shape;
+    trial_shape.height = rows;
+    std::vector<GopFrames> cuts;
+    if (rows * bands < shape.height) {
+      for (std::uint32_t b = 0; b < bands; ++b) {  // centred on (2b + 1) / (2 bands) of the height
+        const std::uint32_t centre = std::uint32_t((2 * std::uint64_t(b) + 1) * shape.height / (2 * bands));
+        cuts.push_back(band(frames, shape, std::min(centre - std::min(centre, rows / 2), shape.height - rows) / kRowStep * kRowStep, rows));
+      }
+    } else {
+      trial_shape = shape;
+    }
     std::vector<const GopFrames*> trial;
-    for (const auto& w : windows) trial.push_back(&w);
+    for (const auto& c : cuts) trial.push_back(&c);
+    if (cuts.empty()) trial.push_back(&frames);
     std::uint64_t best = UINT64_MAX;
     for (std::size_t k = 0; k < choices.size(); ++k) {
       std::uint64_t bytes = 0;
-      for (const auto& e : encode_with(*choices[k], std::uint8_t(k + 1), shape, trial, trial_settings, reuse)) bytes += e.bytes.size();
+      for (const auto& e : encode_with(*choices[k], std::uint8_t(k + 1), trial_shape, trial, trial_settings, reuse))
+        bytes += e.bytes.size();
       if (bytes < best) best = bytes, chosen[g] = std::uint8_t(k + 1);
     }
     memo.forget_chunks();
