@@ -231,7 +231,8 @@ template <std::uint32_t W>
       wide = _mm256_add_epi64(wide, _mm256_sad_epu8(va, vb));
     }
     if (y < h)
-      wide = _mm256_add_epi64(wide, _mm256_sad_epu8(_mm256_packus_epi16(load_row<16>(a), zero), _mm256_packus_epi16(load_row<16>(b), zero)));
+      wide = _mm256_add_epi64(wide, _mm256_sad_epu8(_mm256_packus_epi16(load_row<16>(a), zero),
+                                                    _mm256_packus_epi16(load_row<16>(b), zero)));
     acc = _mm_add_epi64(_mm256_castsi256_si128(wide), _mm256_extracti128_si256(wide, 1));
   } else {
     const __m128i zero = _mm_setzero_si128();

@@ -1137,6 +1137,10 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       // reference, so the sums go to `sums`.
       const auto transform = PlaneTransform(plane.mode & ~kModeFlags);
       const std::size_t w = shape.width;
+      // Lossless planes with a channel reference: the sums and the pixels in one pass; the sums kept
+      // only where a later plane reads them.
+      const bool fused = ref != codecs::ChannelRef::None && bound.lossless();
+      const bool keep_sums = plan.referenced(p);
       // The first pass takes one row more: the median inverse's strips start below row 0.
       for (std::size_t y0 = 0, y1 = 0; y0 < shape.height; y0 = y1) {
         y1 = std::min<std::size_t>(shape.height, y0 + kRowsPerPass + (y0 == 0));
@@ -1144,9 +1148,8 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         codecs::inverse_transform_rows(transform, plane_symbols, w, y0, y1);
         std::span<const std::int32_t> rows = std::span<const std::int32_t>(plane_symbols).subspan(y0 * w, n);
         const std::span<std::uint16_t> out_rows = out.subspan(y0 * w, n);
-        const bool lossless = bound.lossless();
-        if (ref != codecs::ChannelRef::None && lossless) {  // the sums and the pixels in one pass
-          const auto kept_sums = plan.referenced(p) ? std::span<std::int32_t>(sums).subspan(y0 * w, n) : std::span<std::int32_t>();
+        if (fused) {
+          const auto kept_sums = keep_sums ? std::span<std::int32_t>(sums).subspan(y0 * w, n) : std::span<std::int32_t>();
           if (codecs::undo_channel_ref_lossless(ref, rows, first.subspan(y0 * w, n), second.subspan(y0 * w, n), kept_sums,
                                                 plane_forecast.subspan(y0 * w, n), bound.max_value, out_rows))
             throw codecs::CodecError("lossless residual leaves the pixel range");
@@ -1318,16 +1321,16 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
     const std::uint32_t bands = std::uint32_t(std::clamp<std::uint64_t>(wanted / kMinRows, 1, kBands));
     const std::uint32_t rows = std::uint32_t(std::min<std::uint64_t>(
         shape.height, std::max<std::uint64_t>(kMinRows, (wanted / bands + kRowStep - 1) / kRowStep * kRowStep)));
+    // Bands that would cover the frames: the whole frames instead.
     FrameShape trial_shape = shape;
-    trial_shape.height = rows;
     std::vector<GopFrames> cuts;
     if (rows * bands < shape.height) {
+      trial_shape.height = rows;
       for (std::uint32_t b = 0; b < bands; ++b) {  // centred on (2b + 1) / (2 bands) of the height
         const std::uint32_t centre = std::uint32_t((2 * std::uint64_t(b) + 1) * shape.height / (2 * bands));
-        cuts.push_back(band(frames, shape, std::min(centre - std::min(centre, rows / 2), shape.height - rows) / kRowStep * kRowStep, rows));
+        const std::uint32_t top = std::min(centre - std::min(centre, rows / 2), shape.height - rows) / kRowStep * kRowStep;
+        cuts.push_back(band(frames, shape, top, rows));
       }
-    } else {
-      trial_shape = shape;
     }
     std::vector<const GopFrames*> trial;
     for (const auto& c : cuts) trial.push_back(&c);
