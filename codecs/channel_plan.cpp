@@ -42,10 +42,9 @@ void with_reference(ChannelRef ref, std::span<const std::int32_t> first, std::sp
 }
 
 #ifdef TEZIP_HAVE_AVX2_CHANNEL_REF
-// undo_channel_ref_lossless on 16 pixels a step (the compiler's loop, on the baseline's SSE2, spent
-// most of its time packing 32-bit sums to 16-bit pixels): the sums wrap as wrap_add, the mean is
-// (a & b) + ((a ^ b) >> 1), floor_mean's value without 64 bits. Returns the pixels done; `bad` gets
-// a nonzero lane where a pixel left [0, max_value] (pixels there saturate instead of wrapping).
+// undo_channel_ref_dequantize on 16 pixels a step (the compiler's loop, on the baseline's SSE2,
+// spent most of its time packing 32-bit sums to 16-bit pixels): the sums wrap as wrap_add, the mean
+// is (a & b) + ((a ^ b) >> 1), floor_mean's value without 64 bits. Returns the pixels done.
 template <ChannelRef Ref, bool Keep>
 [[gnu::target("avx2")]] inline __m256i sums8(const std::int32_t* p, const std::int32_t* a, const std::int32_t* b,
                                             std::int32_t* o, std::size_t i) {
@@ -65,33 +64,51 @@ template <ChannelRef Ref, bool Keep>
   return s;
 }
 
-template <ChannelRef Ref, bool Keep>
-[[gnu::target("avx2")]] std::size_t undo_lossless_avx2(const std::int32_t* p, const std::int32_t* a, const std::int32_t* b,
-                                                      std::int32_t* o, const std::uint16_t* f, std::uint32_t max_value,
-                                                      std::uint16_t* px, std::size_t n, std::uint32_t& bad) {
-  const __m256i top = _mm256_set1_epi32(std::int32_t(max_value));
+// Lossless (Width 1): f + s, where `outside` gets a nonzero lane for a pixel outside [0, max_value]
+// (compared unsigned: below 0 wraps above it; such pixels saturate instead of wrapping). Uniform
+// bins: f + clamp(s, -limit, limit) * w clamped to the pixel range, as dequantize_plane.
+template <bool Lossless>
+[[gnu::target("avx2")]] inline __m256i pixels8(__m256i f, __m256i s, __m256i w, __m256i limit, __m256i top, __m256i& outside) {
+  if constexpr (Lossless) {
+    const __m256i y = _mm256_add_epi32(f, s);
+    outside = _mm256_or_si256(outside, _mm256_xor_si256(_mm256_max_epu32(y, top), top));
+    return y;
+  } else {
+    const __m256i q = _mm256_max_epi32(_mm256_min_epi32(s, limit), _mm256_sub_epi32(_mm256_setzero_si256(), limit));
+    const __m256i y = _mm256_add_epi32(f, _mm256_mullo_epi32(q, w));
+    return _mm256_min_epi32(_mm256_max_epi32(y, _mm256_setzero_si256()), top);
+  }
+}
+
+template <ChannelRef Ref, bool Keep, bool Lossless>
+[[gnu::target("avx2")]] std::size_t undo_dequantize_avx2(const std::int32_t* p, const std::int32_t* a, const std::int32_t* b,
+                                                        std::int32_t* o, const std::uint16_t* f, std::int32_t width,
+                                                        std::int32_t limit, std::uint32_t max_value, std::uint16_t* px,
+                                                        std::size_t n, std::uint32_t& bad) {
+  const __m256i top = _mm256_set1_epi32(std::int32_t(max_value)), w = _mm256_set1_epi32(width), lim = _mm256_set1_epi32(limit);
   __m256i outside = _mm256_setzero_si256();
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256i f16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f + i));
-    const __m256i y0 = _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(f16)), sums8<Ref, Keep>(p, a, b, o, i));
-    const __m256i y1 = _mm256_add_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(f16, 1)), sums8<Ref, Keep>(p, a, b, o, i + 8));
-    // Unsigned: a sum below 0 wraps above max_value, as in the portable test.
-    outside = _mm256_or_si256(outside, _mm256_xor_si256(_mm256_max_epu32(y0, top), top));
-    outside = _mm256_or_si256(outside, _mm256_xor_si256(_mm256_max_epu32(y1, top), top));
+    const __m256i y0 = pixels8<Lossless>(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(f16)), sums8<Ref, Keep>(p, a, b, o, i), w,
+                                         lim, top, outside);
+    const __m256i y1 = pixels8<Lossless>(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(f16, 1)),
+                                         sums8<Ref, Keep>(p, a, b, o, i + 8), w, lim, top, outside);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(px + i), _mm256_permute4x64_epi64(_mm256_packus_epi32(y0, y1), 0xD8));
   }
   bad |= std::uint32_t(!_mm256_testz_si256(outside, outside));
   return i;
 }
 
-// The kernel for `ref`, storing the sums or not.
+// The kernel for `ref`, storing the sums or not, lossless or not.
 template <ChannelRef Ref>
-std::size_t undo_lossless_avx2_keeping(bool keep, const std::int32_t* p, const std::int32_t* a, const std::int32_t* b,
-                                       std::int32_t* o, const std::uint16_t* f, std::uint32_t max_value, std::uint16_t* px,
-                                       std::size_t n, std::uint32_t& bad) {
-  return keep ? undo_lossless_avx2<Ref, true>(p, a, b, o, f, max_value, px, n, bad)
-              : undo_lossless_avx2<Ref, false>(p, a, b, o, f, max_value, px, n, bad);
+std::size_t undo_dequantize_avx2_for(bool keep, bool lossless, const std::int32_t* p, const std::int32_t* a,
+                                     const std::int32_t* b, std::int32_t* o, const std::uint16_t* f, std::int32_t width,
+                                     std::int32_t limit, std::uint32_t max_value, std::uint16_t* px, std::size_t n,
+                                     std::uint32_t& bad) {
+  const auto kernel = lossless ? (keep ? undo_dequantize_avx2<Ref, true, true> : undo_dequantize_avx2<Ref, false, true>)
+                               : (keep ? undo_dequantize_avx2<Ref, true, false> : undo_dequantize_avx2<Ref, false, false>);
+  return kernel(p, a, b, o, f, width, limit, max_value, px, n, bad);
 }
 #endif
 
@@ -158,14 +175,20 @@ void undo_channel_ref(ChannelRef ref, std::span<const std::int32_t> plane, std::
   combine<false>(ref, plane, first, second, out);
 }
 
-bool undo_channel_ref_lossless(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
-                               std::span<const std::int32_t> second, std::span<std::int32_t> out,
-                               std::span<const std::uint16_t> forecast, std::uint32_t max_value,
-                               std::span<std::uint16_t> pixels, SimdPath path) {
+bool fused_dequantization(const PlaneBound& bound) { return bound.lossless() || uniform_in_32_bits(bound); }
+
+bool undo_channel_ref_dequantize(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
+                                 std::span<const std::int32_t> second, std::span<std::int32_t> out,
+                                 std::span<const std::uint16_t> forecast, const PlaneBound& bound,
+                                 std::span<std::uint16_t> pixels, SimdPath path) {
   const bool keep_sums = !out.empty();
   check_sizes(ref, plane.size(), first, second, keep_sums ? out.size() : plane.size());
   if (ref == ChannelRef::None) throw CodecError("channel reference: none to undo");
   if (forecast.size() != plane.size() || pixels.size() != plane.size()) throw CodecError("channel reference: plane sizes differ");
+  if (!fused_dequantization(bound)) throw CodecError("channel reference: no fused dequantization for this bound");
+  const bool lossless = bound.lossless();
+  const std::uint32_t max_value = bound.max_value;
+  const std::int32_t width = 2 * std::int32_t(bound.tolerance) + 1, limit = std::int32_t(max_value) + 1;
   const std::size_t n = plane.size();
   const std::int32_t* p = plane.data();
   const std::uint16_t* f = forecast.data();
@@ -176,33 +199,47 @@ bool undo_channel_ref_lossless(ChannelRef ref, std::span<const std::int32_t> pla
 #ifdef TEZIP_HAVE_AVX2_CHANNEL_REF
   if (path >= SimdPath::avx2) {
     const std::int32_t *a = first.data(), *b = second.data();
-    const auto simd = [&](auto kernel) { start = kernel(keep_sums, p, a, b, o, f, max_value, px, n, out_of_range); };
+    const auto simd = [&](auto kernel) {
+      start = kernel(keep_sums, lossless, p, a, b, o, f, width, limit, max_value, px, n, out_of_range);
+    };
     switch (ref) {
-      case ChannelRef::First: simd(undo_lossless_avx2_keeping<ChannelRef::First>); break;
-      case ChannelRef::Second: simd(undo_lossless_avx2_keeping<ChannelRef::Second>); break;
-      case ChannelRef::Mean: simd(undo_lossless_avx2_keeping<ChannelRef::Mean>); break;
+      case ChannelRef::First: simd(undo_dequantize_avx2_for<ChannelRef::First>); break;
+      case ChannelRef::Second: simd(undo_dequantize_avx2_for<ChannelRef::Second>); break;
+      case ChannelRef::Mean: simd(undo_dequantize_avx2_for<ChannelRef::Mean>); break;
       case ChannelRef::None: break;
     }
   }
 #else
   (void)path;
 #endif
-  // The sum, then y = f + sum in 32 bits, where a value below 0 wraps above max_value, so one
-  // compare finds both ends (dequantize_plane's test).
-  const auto pass = [&](auto reference, auto keep) {
+  // Lossless: the sum, then y = f + sum in 32 bits, where a value below 0 wraps above max_value, so
+  // one compare finds both ends (dequantize_plane's test). Uniform bins: dequantize_plane's 32-bit
+  // path.
+  const auto pass = [&](auto reference, auto keep, auto exact) {
     for (std::size_t i = start; i < n; ++i) {
       const std::int32_t s = wrap_add(p[i], reference(i));
       if constexpr (decltype(keep)::value) o[i] = s;
-      const std::uint32_t y = std::uint32_t(f[i]) + std::uint32_t(s);
-      out_of_range |= std::uint32_t(y > max_value);
-      px[i] = std::uint16_t(y);
+      if constexpr (decltype(exact)::value) {
+        const std::uint32_t y = std::uint32_t(f[i]) + std::uint32_t(s);
+        out_of_range |= std::uint32_t(y > max_value);
+        px[i] = std::uint16_t(y);
+      } else {
+        px[i] = std::uint16_t(std::clamp(std::int32_t(f[i]) + std::clamp(s, -limit, limit) * width, 0, std::int32_t(max_value)));
+      }
     }
   };
   with_reference(ref, first, second, [&](auto reference) {
+    const auto keeping = [&](auto keep) {
+      if (lossless) {
+        pass(reference, keep, std::true_type{});
+      } else {
+        pass(reference, keep, std::false_type{});
+      }
+    };
     if (keep_sums) {
-      pass(reference, std::true_type{});
+      keeping(std::true_type{});
     } else {
-      pass(reference, std::false_type{});
+      keeping(std::false_type{});
     }
   });
   return out_of_range != 0;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 
+#include "codecs/linear_quantizer.hpp"
 #include "codecs/plane_transform.hpp"
 #include "codecs/simd.hpp"
 
@@ -50,15 +51,17 @@ void apply_channel_ref(ChannelRef ref, std::span<const std::int32_t> plane, std:
                        std::span<const std::int32_t> second, std::span<std::int32_t> out);
 void undo_channel_ref(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
                       std::span<const std::int32_t> second, std::span<std::int32_t> out);
-// undo_channel_ref, and in the same pass each sum added to its forecast as lossless dequantization
-// does (dequantize_plane): `out` receives the sums (empty: no plane coded later needs them, and
-// they are not stored), `pixels` the pixels, kept to 16 bits. True when a pixel left
-// [0, max_value] (a damaged stream; the caller refuses the plane, and `pixels` then hold values
-// that may differ between paths). `ref` is not None.
-bool undo_channel_ref_lossless(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
-                               std::span<const std::int32_t> second, std::span<std::int32_t> out,
-                               std::span<const std::uint16_t> forecast, std::uint32_t max_value,
-                               std::span<std::uint16_t> pixels, SimdPath path = simd_path());
+// undo_channel_ref, and in the same pass each sum dequantized against its forecast as
+// dequantize_plane does, for bounds where fused_dequantization holds (lossless, or uniform bins in
+// 32 bits): `out` receives the sums (empty: no plane coded later needs them, and they are not
+// stored), `pixels` the pixels. True when a lossless pixel left [0, max_value] (a damaged stream;
+// the caller refuses the plane, and `pixels` then hold values that may differ between paths).
+// `ref` is not None.
+bool fused_dequantization(const PlaneBound& bound);
+bool undo_channel_ref_dequantize(ChannelRef ref, std::span<const std::int32_t> plane, std::span<const std::int32_t> first,
+                                 std::span<const std::int32_t> second, std::span<std::int32_t> out,
+                                 std::span<const std::uint16_t> forecast, const PlaneBound& bound,
+                                 std::span<std::uint16_t> pixels, SimdPath path = simd_path());
 
 // What a plan is chosen by, for one frame: cost[k][r] is the estimate of plane k as it is (r = 3),
 // minus plane r (r != k), or minus the floor of the mean of the other two (r = k), with the spatial

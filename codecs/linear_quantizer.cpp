@@ -308,7 +308,7 @@ void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std
     const std::uint16_t* f = forecast.data();
     std::uint16_t* out = recon.data();
     const std::int32_t limit = std::int32_t(max_value) + 1;
-    if ((max_value + 1) * (w + 1) < (std::int64_t{1} << 30)) {
+    if (uniform_in_32_bits(bound)) {
       // 32-bit arithmetic, which the compiler vectorizes: a symbol beyond +-(max + 1) bins lands
       // outside the pixel range either way, so clamping it first changes no result.
       const std::int32_t w32 = std::int32_t(w), m32 = std::int32_t(max_value);

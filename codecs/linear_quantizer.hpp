@@ -17,6 +17,13 @@ struct PlaneBound {
   bool lossless() const { return tolerance == 0 && pointwise_rel <= 0; }
 };
 
+// A uniform tolerance (no pointwise bound) whose dequantization f + q w, with q clamped to
+// +-(max_value + 1) bins, stays within 32 bits (dequantize_plane's vectorized path).
+inline bool uniform_in_32_bits(const PlaneBound& bound) {
+  const std::int64_t w = 2 * std::int64_t(bound.tolerance) + 1;
+  return bound.pointwise_rel <= 0 && (std::int64_t(bound.max_value) + 1) * (w + 1) < (std::int64_t{1} << 30);
+}
+
 // The bin of residual r for half width e (bins of width w = 2e + 1 centred on 0), by a
 // multiplication: (|r| + e) / w == ((|r| + e) * m) >> 32 with
 // m = ceil(2^32 / w), exact while |r| + e < 2^17 and w < 2^15 (the rounding error stays below

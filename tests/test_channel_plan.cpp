@@ -87,42 +87,51 @@ TEST_CASE("channel references are undone exactly, for any values (wrapping)", "[
   CHECK_THROWS_AS(apply_channel_ref(ChannelRef::Mean, zero, a, {}, out), CodecError);
 }
 
-TEST_CASE("the fused lossless pass gives undo_channel_ref's sums and dequantization's pixels", "[channel_plan][simd]") {
+TEST_CASE("the fused pass gives undo_channel_ref's sums and dequantization's pixels", "[channel_plan][simd]") {
   std::mt19937 rng(9);
   const std::size_t n = 1000;
-  for (const std::uint32_t max_value : {255u, 65535u}) {
-    // Planes whose sums land near the forecast, some (the damaged ones) outside [0, max_value].
-    std::vector<std::int32_t> plane(n), first(n), second(n), sums(n), expected(n);
-    std::vector<std::uint16_t> forecast(n), pixels(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      forecast[i] = std::uint16_t(64 + rng() % (max_value - 127));  // sums of +-64 stay inside
-      first[i] = std::int32_t(rng() % 64) - 32;
-      second[i] = std::int32_t(rng() % 64) - 32;
-      plane[i] = std::int32_t(rng() % 64) - 32;
-    }
-    for (const bool damaged : {false, true}) {
-      if (damaged) plane[n / 2] = std::int32_t(max_value) + 100;
-      for (const ChannelRef ref : {ChannelRef::First, ChannelRef::Second, ChannelRef::Mean})
-        for (const SimdPath path : supported_simd_paths())
-          for (const bool keep : {true, false}) {  // sums stored, or not (no plane coded later needs them)
-            INFO("max " << max_value << ", damaged " << damaged << ", reference " << int(ref) << ", " << simd_name(path)
-                        << ", sums kept " << keep);
-            undo_channel_ref(ref, plane, first, second, expected);
-            bool outside = false;
-            for (std::size_t i = 0; i < n; ++i) {
-              const std::int64_t y = std::int64_t(forecast[i]) + expected[i];
-              outside = outside || y < 0 || y > std::int64_t(max_value);
+  for (const std::uint32_t max_value : {255u, 65535u})
+    for (const std::uint32_t tolerance : {0u, 2u, 7u}) {
+      const PlaneBound bound{tolerance, 0, max_value};
+      REQUIRE(fused_dequantization(bound));
+      // Planes whose sums land near the forecast, some (the damaged ones) far outside: lossless
+      // planes refuse them, uniform bins clamp them as dequantize_plane does.
+      std::vector<std::int32_t> plane(n), first(n), second(n), sums(n), expected(n);
+      std::vector<std::uint16_t> forecast(n), pixels(n), want(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        forecast[i] = std::uint16_t(rng() % (max_value + 1));
+        first[i] = std::int32_t(rng() % 64) - 32;
+        second[i] = std::int32_t(rng() % 64) - 32;
+        plane[i] = std::int32_t(rng() % 64) - 32;
+      }
+      for (const bool damaged : {false, true}) {
+        if (damaged) plane[n / 2] = std::int32_t(max_value) + 100, plane[n / 3] = std::numeric_limits<std::int32_t>::min() + 5;
+        for (const ChannelRef ref : {ChannelRef::First, ChannelRef::Second, ChannelRef::Mean})
+          for (const SimdPath path : supported_simd_paths())
+            for (const bool keep : {true, false}) {  // sums stored, or not (no plane coded later needs them)
+              INFO("max " << max_value << ", tolerance " << tolerance << ", damaged " << damaged << ", reference " << int(ref)
+                          << ", " << simd_name(path) << ", sums kept " << keep);
+              undo_channel_ref(ref, plane, first, second, expected);
+              bool outside = false;
+              for (std::size_t i = 0; i < n; ++i) {
+                const std::int64_t y = std::int64_t(forecast[i]) + expected[i];
+                outside = outside || y < 0 || y > std::int64_t(max_value);
+              }
+              LiteralCursor no_literals({});
+              if (!outside || tolerance > 0) dequantize_plane(expected, forecast, bound, want, no_literals, SimdPath::portable);
+              std::fill(sums.begin(), sums.end(), -7);
+              CHECK(undo_channel_ref_dequantize(ref, plane, first, second, keep ? std::span<std::int32_t>(sums) : std::span<std::int32_t>(),
+                                                forecast, bound, pixels, path) == (outside && tolerance == 0));
+              if (damaged) CHECK(outside);
+              if (keep) CHECK(sums == expected);
+              if (!keep) CHECK(std::count(sums.begin(), sums.end(), -7) == std::ptrdiff_t(n));
+              if (!outside || tolerance > 0) CHECK(pixels == want);
             }
-            std::fill(sums.begin(), sums.end(), -7);
-            CHECK(undo_channel_ref_lossless(ref, plane, first, second, keep ? std::span<std::int32_t>(sums) : std::span<std::int32_t>(),
-                                            forecast, max_value, pixels, path) == outside);
-            CHECK(outside == damaged);
-            if (keep) CHECK(sums == expected);
-            if (!keep) CHECK(std::count(sums.begin(), sums.end(), -7) == std::ptrdiff_t(n));
-            for (std::size_t i = 0; i < n && !damaged; ++i) REQUIRE(pixels[i] == forecast[i] + expected[i]);
-          }
+      }
     }
-  }
+  // Bounds without a 32-bit uniform path are refused: the caller dequantizes them apart.
+  CHECK_FALSE(fused_dequantization(PlaneBound{40000, 0, 65535}));
+  CHECK_FALSE(fused_dequantization(PlaneBound{0, 0.05, 255}));
   // The mean of extreme references, exact on every path (the floor of the true mean, never wrapped),
   // with symbols that bring the sums back near the forecast.
   {
@@ -140,16 +149,18 @@ TEST_CASE("the fused lossless pass gives undo_channel_ref's sums and dequantizat
     for (std::size_t i = 0; i < m; ++i) REQUIRE(expected[i] == std::int32_t(i % 5) - 2);
     for (const SimdPath path : supported_simd_paths()) {
       INFO(simd_name(path));
-      CHECK_FALSE(undo_channel_ref_lossless(ChannelRef::Mean, plane, a, b, sums, forecast, 255, pixels, path));
+      CHECK_FALSE(undo_channel_ref_dequantize(ChannelRef::Mean, plane, a, b, sums, forecast, PlaneBound{0, 0, 255}, pixels, path));
       CHECK(sums == expected);
       for (std::size_t i = 0; i < m; ++i) REQUIRE(pixels[i] == 100 + expected[i]);
     }
   }
   std::vector<std::int32_t> zero(4, 0), out(4);
   std::vector<std::uint16_t> f(4, 0), px(4);
-  CHECK_THROWS_AS(undo_channel_ref_lossless(ChannelRef::None, zero, zero, zero, out, f, 255, px), CodecError);
-  CHECK_THROWS_AS(undo_channel_ref_lossless(ChannelRef::First, zero, zero, zero, out, std::vector<std::uint16_t>(3), 255, px),
+  const PlaneBound lossless{0, 0, 255};
+  CHECK_THROWS_AS(undo_channel_ref_dequantize(ChannelRef::None, zero, zero, zero, out, f, lossless, px), CodecError);
+  CHECK_THROWS_AS(undo_channel_ref_dequantize(ChannelRef::First, zero, zero, zero, out, std::vector<std::uint16_t>(3), lossless, px),
                   CodecError);
+  CHECK_THROWS_AS(undo_channel_ref_dequantize(ChannelRef::First, zero, zero, zero, out, f, PlaneBound{0, 0.05, 255}, px), CodecError);
 }
 
 TEST_CASE("the channel order and references follow the data", "[channel_plan]") {
