@@ -1,0 +1,97 @@
+#include "codecs/sparse_frames.hpp"
+
+#include <algorithm>
+
+#include "codecs/codec_error.hpp"
+#include "codecs/pixel_frames.hpp"
+
+namespace tezip::codecs {
+namespace {
+
+inline std::uint32_t median(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+  const std::uint32_t lo = std::min(a, b), hi = std::max(a, b);
+  if (c >= hi) return lo;
+  if (c <= lo) return hi;
+  return a + b - c;
+}
+
+// The forecast of pixel x of `row` from the pixels before it (`above`: the row above, null in the
+// first row).
+inline std::uint32_t forecast(const std::uint16_t* row, const std::uint16_t* above, std::size_t x) {
+  if (above == nullptr) return x == 0 ? 0 : row[x - 1];
+  if (x == 0) return above[0];
+  return median(row[x - 1], above[x], above[x - 1]);
+}
+
+void check_shape(std::size_t size, std::size_t width) {
+  if (width == 0 || size % width != 0) throw CodecError("sparse plane: size is not whole rows");
+}
+
+}  // namespace
+
+void pack_sparse_plane(std::span<const std::uint16_t> plane, std::size_t width, std::uint32_t max_value,
+                       std::vector<std::uint8_t>& mask, std::vector<std::uint8_t>& residuals) {
+  check_shape(plane.size(), width);
+  const bool wide = sample_bytes(max_value) == 2;
+  const std::uint32_t modulus = wide ? 0xFFFF : 0xFF;
+  const std::size_t at = mask.size();
+  mask.resize(at + sparse_mask_bytes(1, plane.size()), 0);
+  for (std::size_t y = 0, i = 0; y < plane.size() / width; ++y) {
+    const std::uint16_t* row = plane.data() + y * width;
+    const std::uint16_t* above = y == 0 ? nullptr : row - width;
+    for (std::size_t x = 0; x < width; ++x, ++i) {
+      if (row[x] == 0) continue;
+      mask[at + i / 8] |= std::uint8_t(0x80 >> (i % 8));
+      const std::uint32_t r = (row[x] - forecast(row, above, x)) & modulus;
+      residuals.push_back(std::uint8_t(r));
+      if (wide) residuals.push_back(std::uint8_t(r >> 8));
+    }
+  }
+}
+
+SparsePlaneReader::SparsePlaneReader(std::span<const std::uint8_t> mask, std::span<const std::uint8_t> residuals,
+                                     std::uint32_t max_value)
+    : mask_(mask), residuals_(residuals), max_value_(max_value) {}
+
+void SparsePlaneReader::read(std::size_t width, std::span<std::uint16_t> plane) {
+  check_shape(plane.size(), width);
+  const std::size_t n = plane.size(), bytes = sparse_mask_bytes(1, n);
+  if (mask_.size() - mask_pos_ < bytes) throw CodecError("sparse plane: the mask ends early");
+  const std::uint8_t* m = mask_.data() + mask_pos_;
+  if ((n % 8) != 0 && (m[bytes - 1] & (0xFF >> (n % 8))) != 0) throw CodecError("sparse plane: mask bits past the plane");
+  const bool wide = sample_bytes(max_value_) == 2;
+  const std::uint32_t modulus = wide ? 0xFFFF : 0xFF;
+  const std::size_t sample = wide ? 2 : 1;
+  std::uint32_t bad = 0;
+  for (std::size_t y = 0, i = 0; y < n / width; ++y) {
+    std::uint16_t* row = plane.data() + y * width;
+    const std::uint16_t* above = y == 0 ? nullptr : row - width;
+    for (std::size_t x = 0; x < width; ++x, ++i) {
+      // Eight empty pixels at once where a whole mask byte is zero (most of an empty background).
+      if (i % 8 == 0 && x + 8 <= width && m[i / 8] == 0) {
+        std::fill(row + x, row + x + 8, std::uint16_t{0});
+        x += 7, i += 7;
+        continue;
+      }
+      if ((m[i / 8] & (0x80 >> (i % 8))) == 0) {
+        row[x] = 0;
+        continue;
+      }
+      if (residuals_.size() - residual_pos_ < sample) throw CodecError("sparse plane: the residuals end early");
+      std::uint32_t r = residuals_[residual_pos_];
+      if (wide) r |= std::uint32_t(residuals_[residual_pos_ + 1]) << 8;
+      residual_pos_ += sample;
+      const std::uint32_t v = (forecast(row, above, x) + r) & modulus;
+      bad |= std::uint32_t(v == 0 || v > max_value_);
+      row[x] = std::uint16_t(v);
+    }
+  }
+  if (bad) throw CodecError("sparse plane: a pixel outside the range, or zero where the mask says nonzero");
+  mask_pos_ += bytes;
+}
+
+void SparsePlaneReader::finish() const {
+  if (mask_pos_ != mask_.size() || residual_pos_ != residuals_.size()) throw CodecError("sparse planes: bytes left over");
+}
+
+}  // namespace tezip::codecs
