@@ -360,6 +360,35 @@ void make_archives(const std::filesystem::path& work, const std::filesystem::pat
     tezip::compress(data, archive, options);
     cut_archive(out, archive);
   }
+  // Sparse chunks: frames of exact zeros around a noisy tilted patch (a depth map in miniature),
+  // 8 and 16 bits, gray and colour, coded losslessly, kept where they became sparse chunks.
+  for (const auto& shape : {tezip::FrameShape{40, 30, 1, 65535}, tezip::FrameShape{32, 24, 3, 255}}) {
+    tezip::GopFrames frames;
+    std::uint32_t state = 1;
+    for (std::uint32_t t = 0; t < 4; ++t) {
+      tezip::Pixels f(shape.size(), 0);
+      for (std::uint32_t c = 0; c < shape.channels; ++c)
+        for (std::uint32_t y = 6; y < 18; ++y)
+          for (std::uint32_t x = 5 + t; x < 20 + t; ++x) {
+            state = state * 1103515245u + 12345u;
+            f[(std::size_t(c) * shape.height + y) * shape.width + x] =
+                std::uint16_t(shape.max_value / 3 + (c + 1) * x + 2 * y + (state >> 16) % 3);
+          }
+      frames.push_back(std::move(f));
+    }
+    ChunkSetup s;
+    s.shape = shape;
+    s.predictor = "previous";
+    s.frames = frames.size();
+    const auto predictor = tezip::make_classical_predictor(s.predictor);
+    const tezip::GopFrames* gops[] = {&frames};
+    const auto encoded = tezip::encode_gops(*predictor, shape, gops, s.settings);
+    if (encoded[0].bytes.empty() || encoded[0].bytes[0] != 0x81) continue;
+    Bytes seed;
+    write_chunk_setup(s, seed);
+    seed.insert(seed.end(), encoded[0].bytes.begin(), encoded[0].bytes.end());
+    write_seed(out / "chunk", seed);
+  }
 }
 
 }  // namespace
