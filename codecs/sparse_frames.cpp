@@ -30,7 +30,7 @@ void check_shape(std::size_t size, std::size_t width) {
 }  // namespace
 
 void pack_sparse_plane(std::span<const std::uint16_t> plane, std::size_t width, std::uint32_t max_value,
-                       std::vector<std::uint8_t>& mask, std::vector<std::uint8_t>& residuals) {
+                       std::uint16_t background, std::vector<std::uint8_t>& mask, std::vector<std::uint8_t>& residuals) {
   check_shape(plane.size(), width);
   const bool wide = sample_bytes(max_value) == 2;
   const std::uint32_t modulus = wide ? 0xFFFF : 0xFF;
@@ -40,7 +40,7 @@ void pack_sparse_plane(std::span<const std::uint16_t> plane, std::size_t width, 
     const std::uint16_t* row = plane.data() + y * width;
     const std::uint16_t* above = y == 0 ? nullptr : row - width;
     for (std::size_t x = 0; x < width; ++x, ++i) {
-      if (row[x] == 0) continue;
+      if (row[x] == background) continue;
       mask[at + i / 8] |= std::uint8_t(0x80 >> (i % 8));
       const std::uint32_t r = (row[x] - forecast(row, above, x)) & modulus;
       residuals.push_back(std::uint8_t(r));
@@ -50,8 +50,10 @@ void pack_sparse_plane(std::span<const std::uint16_t> plane, std::size_t width, 
 }
 
 SparsePlaneReader::SparsePlaneReader(std::span<const std::uint8_t> mask, std::span<const std::uint8_t> residuals,
-                                     std::uint32_t max_value)
-    : mask_(mask), residuals_(residuals), max_value_(max_value) {}
+                                     std::uint32_t max_value, std::uint16_t background)
+    : mask_(mask), residuals_(residuals), max_value_(max_value), background_(background) {
+  if (background > max_value) throw CodecError("sparse plane: the background exceeds the pixel range");
+}
 
 void SparsePlaneReader::read(std::size_t width, std::span<std::uint16_t> plane) {
   check_shape(plane.size(), width);
@@ -67,14 +69,14 @@ void SparsePlaneReader::read(std::size_t width, std::span<std::uint16_t> plane) 
     std::uint16_t* row = plane.data() + y * width;
     const std::uint16_t* above = y == 0 ? nullptr : row - width;
     for (std::size_t x = 0; x < width; ++x, ++i) {
-      // Eight empty pixels at once where a whole mask byte is zero (most of an empty background).
+      // Eight background pixels at once where a whole mask byte is zero (most of the background).
       if (i % 8 == 0 && x + 8 <= width && m[i / 8] == 0) {
-        std::fill(row + x, row + x + 8, std::uint16_t{0});
+        std::fill(row + x, row + x + 8, background_);
         x += 7, i += 7;
         continue;
       }
       if ((m[i / 8] & (0x80 >> (i % 8))) == 0) {
-        row[x] = 0;
+        row[x] = background_;
         continue;
       }
       if (residuals_.size() - residual_pos_ < sample) throw CodecError("sparse plane: the residuals end early");
@@ -82,11 +84,11 @@ void SparsePlaneReader::read(std::size_t width, std::span<std::uint16_t> plane) 
       if (wide) r |= std::uint32_t(residuals_[residual_pos_ + 1]) << 8;
       residual_pos_ += sample;
       const std::uint32_t v = (forecast(row, above, x) + r) & modulus;
-      bad |= std::uint32_t(v == 0 || v > max_value_);
+      bad |= std::uint32_t(v == background_ || v > max_value_);
       row[x] = std::uint16_t(v);
     }
   }
-  if (bad) throw CodecError("sparse plane: a pixel outside the range, or zero where the mask says nonzero");
+  if (bad) throw CodecError("sparse plane: a pixel outside the range, or the background where the mask says foreground");
   mask_pos_ += bytes;
 }
 

@@ -57,8 +57,9 @@ constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag | kMotionF
 // tolerance), in one zstd (or, with --coder best, LZMA) frame. Older readers refuse it as an
 // unknown chunk version.
 constexpr std::uint8_t kPixelChunk = 0x80;
-// The first byte of a sparse chunk (codecs/sparse_frames.hpp), lossless only: the nonzero pixels'
-// median residuals of every plane, then every plane's mask, in one zstd (or LZMA) frame.
+// The first byte of a sparse chunk (codecs/sparse_frames.hpp), lossless only: the GOP's background
+// value, then in one zstd (or LZMA) frame the foreground pixels' median residuals of every plane,
+// then every plane's mask of foreground pixels.
 constexpr std::uint8_t kSparseChunk = 0x81;
 
 // `count` frames of `size` pixels, not zeroed: for frames that are written whole before they are read.
@@ -1262,11 +1263,11 @@ std::optional<std::pair<std::vector<std::uint8_t>, codecs::EntropyCoderKind>> pi
   return std::make_pair(std::move(payload), coder);
 }
 
-// Replaces `coded` by a pixel-domain chunk (first byte `kind`) of `packed`, the bytes of
-// `reconstruction`, where that is smaller: a measured choice.
-void replace_if_smaller(std::uint8_t kind, std::span<const std::uint8_t> packed, std::size_t frame_count,
-                        const CodingSettings& settings, const std::function<void(std::vector<Pixels>&)>& reconstruction,
-                        EncodedGop& coded) {
+// Replaces `coded` by a pixel-domain chunk (first byte `kind`, `fields` after its frame count) of
+// `packed`, the bytes of `reconstruction`, where that is smaller: a measured choice.
+void replace_if_smaller(std::uint8_t kind, std::span<const std::uint8_t> fields, std::span<const std::uint8_t> packed,
+                        std::size_t frame_count, const CodingSettings& settings,
+                        const std::function<void(std::vector<Pixels>&)>& reconstruction, EncodedGop& coded) {
   // A sparse chunk's residuals lose more at zstd's fast levels than pixels do (castle: level 19
   // 2.2x smaller than level -3, 1.5x than level 1): its trial runs at level 1.
   auto payload = pixel_payload(packed, settings, coded.bytes.size(), kind == kSparseChunk ? 1 : -3);
@@ -1275,6 +1276,7 @@ void replace_if_smaller(std::uint8_t kind, std::span<const std::uint8_t> packed,
   out.u8(kind);
   out.u8(std::uint8_t(payload->second));
   out.varint(frame_count);
+  for (const std::uint8_t b : fields) out.u8(b);
   out.blob(payload->first);
   if (out.bytes().size() >= coded.bytes.size()) return;
   coded.bytes = std::move(out.bytes());
@@ -1307,7 +1309,7 @@ void try_pixel_chunk(const FrameShape& shape, const GopFrames& frames, const Cod
       }
       codecs::pack_samples(plane, shape.max_value, packed);
     }
-  replace_if_smaller(kPixelChunk, packed, frames.size(), settings, [&](std::vector<Pixels>& reconstruction) {
+  replace_if_smaller(kPixelChunk, {}, packed, frames.size(), settings, [&](std::vector<Pixels>& reconstruction) {
     const std::size_t frame_bytes = packed.size() / frames.size();
     for (std::size_t t = 0; t < frames.size(); ++t)
       codecs::unpack_samples(std::span<const std::uint8_t>(packed).subspan(t * frame_bytes, frame_bytes), shape.max_value,
@@ -1316,29 +1318,32 @@ void try_pixel_chunk(const FrameShape& shape, const GopFrames& frames, const Cod
 }
 
 // Replaces `coded` by the GOP's sparse chunk where that is smaller. Lossless only, and only for GOPs
-// with at least an eighth of their samples zero: with fewer, the mask saves little, and what is
-// left is the median residual of every pixel, which a predictive chunk (`intra`) codes already.
-// Measured on the castle depth maps (77% zeros): 627 KB against 673 KB for the predictive chunks
-// (docs/defaults.md, "Sparse chunks").
+// whose most frequent value, the background, is at least an eighth of their samples: with less,
+// the mask saves little, and what is left is the median residual of every pixel, which a
+// predictive chunk (`intra`) codes already. Measured on the castle depth maps (77% zeros): 627 KB
+// against 673 KB for the predictive chunks (docs/defaults.md, "Sparse chunks").
 void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const CodingSettings& settings, EncodedGop& coded) {
   if (settings.bound.mode != codecs::BoundMode::Lossless) return;
-  std::size_t zeros = 0, samples = 0;
+  std::vector<std::size_t> histogram(std::size_t(shape.max_value) + 1);
+  std::size_t samples = 0;
   for (const auto& frame : frames) {
-    zeros += std::size_t(std::count(frame.begin(), frame.end(), std::uint16_t{0}));
+    for (const std::uint16_t v : frame) ++histogram[std::min<std::uint32_t>(v, shape.max_value)];
     samples += frame.size();
   }
-  if (8 * zeros < samples) return;
+  const auto background = std::uint16_t(std::max_element(histogram.begin(), histogram.end()) - histogram.begin());
+  if (8 * histogram[background] < samples) return;
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   std::vector<std::uint8_t> masks, residuals;
   masks.reserve(codecs::sparse_mask_bytes(frames.size() * shape.channels, plane_size));
   for (const auto& frame : frames)
     for (std::size_t c = 0; c < shape.channels; ++c)
       codecs::pack_sparse_plane(std::span<const std::uint16_t>(frame.data() + c * plane_size, plane_size), shape.width,
-                                shape.max_value, masks, residuals);
+                                shape.max_value, background, masks, residuals);
   // Residuals first: zstd_may_reach's prefix then measures them, the bulk of the compressed bytes
   // (castle: the masks come to 4% of them), not the masks.
   residuals.insert(residuals.end(), masks.begin(), masks.end());
-  replace_if_smaller(kSparseChunk, residuals, frames.size(), settings, [&](std::vector<Pixels>& reconstruction) {
+  const std::uint8_t fields[] = {std::uint8_t(background), std::uint8_t(background >> 8)};
+  replace_if_smaller(kSparseChunk, fields, residuals, frames.size(), settings, [&](std::vector<Pixels>& reconstruction) {
     for (std::size_t t = 0; t < frames.size(); ++t) std::copy(frames[t].begin(), frames[t].end(), reconstruction[t].begin());
   }, coded);
 }
@@ -1434,6 +1439,11 @@ GopFrames decode_pixel_domain_chunk(const FrameShape& shape, std::span<const std
     in.fail(std::string("unknown coder of a ") + what);
   const std::size_t count = in.varint();
   if (count != frame_count || count == 0) in.fail("frame count differs from the index");
+  std::uint16_t background = 0;
+  if (sparse) {
+    background = in.u8();
+    background = std::uint16_t(background | (in.u8() << 8));
+  }
   const std::size_t frame_bytes = shape.size() * codecs::sample_bytes(shape.max_value);
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   const std::size_t mask_bytes = codecs::sparse_mask_bytes(count * shape.channels, plane_size);
@@ -1452,7 +1462,8 @@ GopFrames decode_pixel_domain_chunk(const FrameShape& shape, std::span<const std
     return frames;
   }
   try {
-    codecs::SparsePlaneReader reader(bytes.last(mask_bytes), bytes.first(bytes.size() - mask_bytes), shape.max_value);
+    codecs::SparsePlaneReader reader(bytes.last(mask_bytes), bytes.first(bytes.size() - mask_bytes), shape.max_value,
+                                     background);
     for (auto& frame : frames)
       for (std::size_t c = 0; c < shape.channels; ++c)
         reader.read(shape.width, std::span<std::uint16_t>(frame).subspan(c * plane_size, plane_size));

@@ -429,6 +429,7 @@ TEST_CASE("the auto predictor chooses per GOP, records it, and decodes what it c
     INFO(codecs::describe(bound));
     CodingSettings settings;
     settings.bound = bound;
+    settings.pixel_chunks = false;  // predictive chunks, the choice's (the rectangles' 500 background codes sparse)
     const GopFrames* gops[] = {&still, &jumping};
     const auto coded = encode_gops(*predictor, shape, gops, settings);
     // Chunk bytes: version, quantizer, predictor choice (index + 1 into choices(): previous, intra,

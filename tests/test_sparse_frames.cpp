@@ -40,10 +40,12 @@ GopFrames depth_frames(const FrameShape& shape, std::size_t frames, std::uint32_
   return out;
 }
 
-std::vector<std::uint16_t> random_sparse_plane(std::size_t n, std::uint32_t max_value, std::uint32_t seed) {
+// Half the pixels the background, the rest anything (the background too, now and then).
+std::vector<std::uint16_t> random_sparse_plane(std::size_t n, std::uint32_t max_value, std::uint32_t seed,
+                                               std::uint16_t background = 0) {
   std::mt19937 rng(seed);
   std::vector<std::uint16_t> p(n);
-  for (auto& v : p) v = rng() % 2 ? 0 : std::uint16_t(rng() % (max_value + 1));
+  for (auto& v : p) v = rng() % 2 ? background : std::uint16_t(rng() % (max_value + 1));
   return p;
 }
 
@@ -53,17 +55,19 @@ TEST_CASE("sparse planes round-trip: masks, median residuals, every edge", "[spa
   for (const std::uint32_t max_value : {255u, 4095u, 65535u})
     for (const std::size_t width : {1, 7, 8, 13, 64}) {
       const std::size_t height = 9, n = width * height;
-      INFO("max " << max_value << ", width " << width);
+      const auto background = std::uint16_t(width % 2 ? 0 : max_value / 3);  // zeros, or another value
+      INFO("max " << max_value << ", width " << width << ", background " << background);
       const std::vector<std::vector<std::uint16_t>> planes = {
-          random_sparse_plane(n, max_value, 1), std::vector<std::uint16_t>(n, 0),
-          std::vector<std::uint16_t>(n, std::uint16_t(max_value)), random_sparse_plane(n, max_value, 2)};
+          random_sparse_plane(n, max_value, 1, background), std::vector<std::uint16_t>(n, background),
+          std::vector<std::uint16_t>(n, 0), std::vector<std::uint16_t>(n, std::uint16_t(max_value)),
+          random_sparse_plane(n, max_value, 2, background)};
       std::vector<std::uint8_t> mask, residuals;
-      for (const auto& p : planes) pack_sparse_plane(p, width, max_value, mask, residuals);
+      for (const auto& p : planes) pack_sparse_plane(p, width, max_value, background, mask, residuals);
       CHECK(mask.size() == sparse_mask_bytes(planes.size(), n));
-      std::size_t nonzero = 0;
-      for (const auto& p : planes) nonzero += std::size_t(std::count_if(p.begin(), p.end(), [](auto v) { return v != 0; }));
-      CHECK(residuals.size() == nonzero * (max_value > 255 ? 2 : 1));
-      SparsePlaneReader reader(mask, residuals, max_value);
+      std::size_t foreground = 0;
+      for (const auto& p : planes) foreground += std::size_t(std::count_if(p.begin(), p.end(), [&](auto v) { return v != background; }));
+      CHECK(residuals.size() == foreground * (max_value > 255 ? 2 : 1));
+      SparsePlaneReader reader(mask, residuals, max_value, background);
       for (const auto& p : planes) {
         std::vector<std::uint16_t> back(n, 77);
         reader.read(width, back);
@@ -77,10 +81,10 @@ TEST_CASE("damaged sparse planes are refused", "[sparse]") {
   const std::size_t width = 10, n = 30;
   const auto plane = random_sparse_plane(n, 255, 3);
   std::vector<std::uint8_t> mask, residuals;
-  pack_sparse_plane(plane, width, 255, mask, residuals);
+  pack_sparse_plane(plane, width, 255, 0, mask, residuals);
   std::vector<std::uint16_t> out(n);
   const auto read = [&](std::span<const std::uint8_t> m, std::span<const std::uint8_t> r, std::uint32_t max_value = 255) {
-    SparsePlaneReader reader(m, r, max_value);
+    SparsePlaneReader reader(m, r, max_value, 0);
     reader.read(width, out);
     reader.finish();
   };
@@ -103,41 +107,51 @@ TEST_CASE("damaged sparse planes are refused", "[sparse]") {
   std::vector<std::uint16_t> big(n, 0);
   big[0] = 4000;
   std::vector<std::uint8_t> mask12, residuals12;
-  pack_sparse_plane(big, width, 4095, mask12, residuals12);
-  SparsePlaneReader narrow(mask12, residuals12, 3000);
+  pack_sparse_plane(big, width, 4095, 0, mask12, residuals12);
+  SparsePlaneReader narrow(mask12, residuals12, 3000, 0);
   CHECK_THROWS_AS(narrow.read(width, out), CodecError);
-  CHECK_THROWS_AS(pack_sparse_plane(plane, 7, 255, mask, residuals), CodecError);  // not whole rows
+  CHECK_THROWS_AS(SparsePlaneReader(mask, residuals, 255, 256), CodecError);  // a background past the range
+  CHECK_THROWS_AS(pack_sparse_plane(plane, 7, 255, 0, mask, residuals), CodecError);  // not whole rows
 }
 
 TEST_CASE("depth-like frames become sparse chunks losslessly, and only losslessly", "[sparse][gop]") {
   const auto predictor = make_classical_predictor("auto");
-  for (const auto shape : {FrameShape{96, 64, 1, 65535}, FrameShape{96, 64, 1, 255}, FrameShape{64, 48, 3, 255}}) {
-    INFO(shape.width << "x" << shape.height << "x" << shape.channels << " max " << shape.max_value);
-    const auto frames = depth_frames(shape, 10, 4);
-    const GopFrames* gops[] = {&frames};
-    CodingSettings settings;
-    const auto encoded = encode_gops(*predictor, shape, gops, settings);
-    REQUIRE(!encoded[0].bytes.empty());
-    CHECK(encoded[0].bytes[0] == 0x81);  // a sparse chunk
-    CHECK(encoded[0].stats.pixels);
-    CodingSettings without = settings;
-    without.pixel_chunks = false;
-    CHECK(encoded[0].bytes.size() < encode_gops(*predictor, shape, gops, without)[0].bytes.size());
-    const std::span<const std::uint8_t> chunks[] = {encoded[0].bytes};
-    const std::size_t counts[] = {frames.size()};
-    CHECK(decode_gops(*predictor, shape, chunks, counts, settings)[0] == frames);
-    CHECK(encoded[0].reconstruction == frames);
-    // Damaged: truncated, another frame count, the masks read as another shape's.
-    CHECK_THROWS_AS(decode_gops(*predictor, shape, std::array{std::span(encoded[0].bytes).first(encoded[0].bytes.size() - 2)},
-                                counts, settings),
-                    DataError);
-    const std::size_t fewer[] = {frames.size() - 1};
-    CHECK_THROWS_AS(decode_gops(*predictor, shape, chunks, fewer, settings), DataError);
-    const FrameShape other{shape.width, shape.height - 8, shape.channels, shape.max_value};
-    CHECK_THROWS(decode_gops(*predictor, other, chunks, counts, settings));
+  for (const auto shape : {FrameShape{96, 64, 1, 65535}, FrameShape{96, 64, 1, 255}, FrameShape{64, 48, 3, 255}})
+    for (const bool white : {false, true}) {  // the background 0, or the largest value
+      INFO(shape.width << "x" << shape.height << "x" << shape.channels << " max " << shape.max_value << " white " << white);
+      auto frames = depth_frames(shape, 10, 4);
+      if (white)
+        for (auto& f : frames) std::replace(f.begin(), f.end(), std::uint16_t{0}, std::uint16_t(shape.max_value));
+      const GopFrames* gops[] = {&frames};
+      CodingSettings settings;
+      const auto encoded = encode_gops(*predictor, shape, gops, settings);
+      REQUIRE(!encoded[0].bytes.empty());
+      CHECK(encoded[0].bytes[0] == 0x81);  // a sparse chunk
+      CHECK(encoded[0].stats.pixels);
+      CodingSettings without = settings;
+      without.pixel_chunks = false;
+      CHECK(encoded[0].bytes.size() < encode_gops(*predictor, shape, gops, without)[0].bytes.size());
+      const std::span<const std::uint8_t> chunks[] = {encoded[0].bytes};
+      const std::size_t counts[] = {frames.size()};
+      CHECK(decode_gops(*predictor, shape, chunks, counts, settings)[0] == frames);
+      CHECK(encoded[0].reconstruction == frames);
+      // Damaged: truncated, another frame count, the masks read as another shape's.
+      CHECK_THROWS_AS(decode_gops(*predictor, shape, std::array{std::span(encoded[0].bytes).first(encoded[0].bytes.size() - 2)},
+                                  counts, settings),
+                      DataError);
+      const std::size_t fewer[] = {frames.size() - 1};
+      CHECK_THROWS_AS(decode_gops(*predictor, shape, chunks, fewer, settings), DataError);
+      const FrameShape other{shape.width, shape.height - 8, shape.channels, shape.max_value};
+      CHECK_THROWS(decode_gops(*predictor, other, chunks, counts, settings));
+      if (shape.max_value == 255) {  // a background past the pixel range (the chunk's bytes 3-4)
+        auto past = encoded[0].bytes;
+        past[4] = 1;
+        CHECK_THROWS_AS(decode_gops(*predictor, shape, std::array{std::span<const std::uint8_t>(past)}, counts, settings),
+                        DataError);
+      }
 
-    CodingSettings bounded;
-    bounded.bound = ErrorBound{BoundMode::Abs, 2, 0};
-    CHECK(encode_gops(*predictor, shape, gops, bounded)[0].bytes[0] != 0x81);
-  }
+      CodingSettings bounded;
+      bounded.bound = ErrorBound{BoundMode::Abs, 2, 0};
+      CHECK(encode_gops(*predictor, shape, gops, bounded)[0].bytes[0] != 0x81);
+    }
 }
