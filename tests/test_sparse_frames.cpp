@@ -65,7 +65,8 @@ TEST_CASE("sparse planes round-trip: masks, median residuals, every edge", "[spa
       for (const auto& p : planes) pack_sparse_plane(p, width, max_value, background, mask, residuals);
       CHECK(mask.size() == sparse_mask_bytes(planes.size(), n));
       std::size_t foreground = 0;
-      for (const auto& p : planes) foreground += std::size_t(std::count_if(p.begin(), p.end(), [&](auto v) { return v != background; }));
+      for (const auto& p : planes)
+        foreground += std::size_t(std::count_if(p.begin(), p.end(), [&](auto v) { return v != background; }));
       CHECK(residuals.size() == foreground * (max_value > 255 ? 2 : 1));
       SparsePlaneReader reader(mask, residuals, max_value, background);
       for (const auto& p : planes) {
@@ -163,7 +164,8 @@ TEST_CASE("depth-like frames become sparse chunks losslessly and at abs 2, not u
       CHECK(back == binned[0].reconstruction);
       for (std::size_t t = 0; t < frames.size(); ++t)
         for (std::size_t i = 0; i < frames[t].size(); ++i)
-          if (std::abs(int(frames[t][i]) - int(back[t][i])) > 2) FAIL("frame " << t << " pixel " << i << ": " << frames[t][i] << " -> " << back[t][i]);
+          if (std::abs(int(frames[t][i]) - int(back[t][i])) > 2)
+            FAIL("frame " << t << " pixel " << i << ": " << frames[t][i] << " -> " << back[t][i]);
       for (const ErrorBound other : {ErrorBound{BoundMode::Rel, 0, 0.01}, ErrorBound{BoundMode::PwRel, 0, 0.05}}) {
         CodingSettings spans;
         spans.bound = other;
