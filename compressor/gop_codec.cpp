@@ -1331,21 +1331,21 @@ void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const Co
   const std::uint32_t tolerance = lossless ? 0 : settings.bound.tolerance(0, 0, shape.max_value);
   if (tolerance > shape.max_value) return;
   const std::uint32_t width = 2 * tolerance + 1, top = (shape.max_value + tolerance) / width;  // the largest bin
-  std::vector<Pixels> bins;
-  bins.reserve(frames.size());
-  for (const auto& frame : frames) {
-    bins.push_back(frame);
-    if (tolerance > 0)
-      for (auto& v : bins.back()) v = std::uint16_t((std::min<std::uint32_t>(v, shape.max_value) + tolerance) / width);
-  }
-  std::vector<std::size_t> histogram(std::size_t(top) + 1);
+  const auto bin = [&](std::uint16_t v) { return std::uint16_t((std::min<std::uint32_t>(v, shape.max_value) + tolerance) / width); };
+  // The background first, from the pixels' histogram (most GOPs stop here: a pass over their pixels).
+  std::vector<std::size_t> histogram(std::size_t(shape.max_value) + 1);
   std::size_t samples = 0;
-  for (const auto& frame : bins) {
-    for (const std::uint16_t v : frame) ++histogram[std::min<std::uint32_t>(v, top)];
+  for (const auto& frame : frames) {
+    for (const std::uint16_t v : frame) ++histogram[std::min<std::uint32_t>(v, shape.max_value)];
     samples += frame.size();
   }
-  const auto background = std::uint16_t(std::max_element(histogram.begin(), histogram.end()) - histogram.begin());
-  if (8 * histogram[background] < samples) return;
+  std::vector<std::size_t> bin_counts(std::size_t(top) + 1);
+  for (std::uint32_t v = 0; v <= shape.max_value; ++v) bin_counts[bin(std::uint16_t(v))] += histogram[v];
+  const auto background = std::uint16_t(std::max_element(bin_counts.begin(), bin_counts.end()) - bin_counts.begin());
+  if (8 * bin_counts[background] < samples) return;
+  std::vector<Pixels> bins(frames.begin(), frames.end());
+  if (tolerance > 0)
+    for (auto& frame : bins) std::transform(frame.begin(), frame.end(), frame.begin(), bin);
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   std::vector<std::uint8_t> masks, residuals;
   masks.reserve(codecs::sparse_mask_bytes(frames.size() * shape.channels, plane_size));
