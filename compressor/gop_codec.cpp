@@ -1317,15 +1317,30 @@ void try_pixel_chunk(const FrameShape& shape, const GopFrames& frames, const Cod
   }, coded);
 }
 
+// Whether a GOP's chunk codes each frame on its own: a pixel chunk, or a predictive chunk whose
+// predictor (the archive's, or auto's measured choice for the GOP) is `intra`.
+bool codes_frames_alone(const Predictor& predictor, const EncodedGop& coded) {
+  if (coded.stats.pixels) return true;
+  if (predictor.intra_only()) return true;
+  const auto choices = predictor.choices();
+  const std::uint8_t choice = chunk_choice(coded.bytes);
+  return choice >= 1 && choice <= choices.size() && choices[choice - 1]->intra_only();
+}
+
 // Replaces `coded` by the GOP's sparse chunk where that is smaller: losslessly, or under a tolerance
 // e the same for every plane (abs; not where it follows each plane's range or each pixel), of the
 // pixels' bins of 2e + 1 values (bin (x + e) / (2e + 1), decoded as the bin's centre clamped to
 // the pixel range, as pixel chunks snap: within e). Tried only where the GOP's most frequent bin,
-// the background, is at least an eighth of its samples: with less, the mask saves little, and what
-// is left is the median residual of every pixel, which a predictive chunk (`intra`) codes already.
-// Measured on the castle depth maps (77% zeros): lossless 627 KB against 673 KB for the predictive
-// chunks, abs 2 436 KB against 489 KB (docs/defaults.md, "Sparse chunks").
-void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const CodingSettings& settings, EncodedGop& coded) {
+// the background, is most of its samples, or, where `coded` codes each frame on its own
+// (codes_frames_alone), at least an eighth of them: with less, the mask saves little, and what is
+// left is the median residual of every pixel, which a predictive chunk (`intra`) codes already;
+// and where a temporal forecast won, a spatial coder of every frame is far behind unless the
+// background is most of it (Megamind, letterboxed film: its black bars are a third of its samples,
+// and its trials cost 14-27% of encoding for chunks 1.4x the predictive ones). Measured on the
+// castle depth maps (77% zeros): lossless 627 KB against 673 KB for the predictive chunks, abs 2
+// 436 KB against 489 KB (docs/defaults.md, "Sparse chunks").
+void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const CodingSettings& settings, bool alone,
+                      EncodedGop& coded) {
   const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
   if (!lossless && (settings.bound.pointwise() || settings.bound.spans())) return;
   const std::uint32_t tolerance = lossless ? 0 : settings.bound.tolerance(0, 0, shape.max_value);
@@ -1342,7 +1357,7 @@ void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const Co
   std::vector<std::size_t> bin_counts(std::size_t(top) + 1);
   for (std::uint32_t v = 0; v <= shape.max_value; ++v) bin_counts[bin(std::uint16_t(v))] += histogram[v];
   const auto background = std::uint16_t(std::max_element(bin_counts.begin(), bin_counts.end()) - bin_counts.begin());
-  if (8 * bin_counts[background] < samples) return;
+  if ((alone ? 8 : 2) * bin_counts[background] < samples) return;
   std::vector<Pixels> bins(frames.begin(), frames.end());
   if (tolerance > 0)
     for (auto& frame : bins) std::transform(frame.begin(), frame.end(), frame.begin(), bin);
@@ -1540,7 +1555,7 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   if (settings.pixel_chunks)
     for (std::size_t g = 0; g < gops.size(); ++g) {
       try_pixel_chunk(shape, *gops[g], settings, encoded[g]);
-      try_sparse_chunk(shape, *gops[g], settings, encoded[g]);
+      try_sparse_chunk(shape, *gops[g], settings, codes_frames_alone(predictor, encoded[g]), encoded[g]);
     }
   return encoded;
 }
