@@ -1358,9 +1358,12 @@ void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const Co
   for (std::uint32_t v = 0; v <= shape.max_value; ++v) bin_counts[bin(std::uint16_t(v))] += histogram[v];
   const auto background = std::uint16_t(std::max_element(bin_counts.begin(), bin_counts.end()) - bin_counts.begin());
   if ((alone ? 8 : 2) * bin_counts[background] < samples) return;
-  std::vector<Pixels> bins(frames.begin(), frames.end());
-  if (tolerance > 0)
-    for (auto& frame : bins) std::transform(frame.begin(), frame.end(), frame.begin(), bin);
+  GopFrames binned;  // the bins, where they are not the pixels
+  if (tolerance > 0) {
+    binned.assign(frames.begin(), frames.end());
+    for (auto& frame : binned) std::transform(frame.begin(), frame.end(), frame.begin(), bin);
+  }
+  const GopFrames& bins = tolerance > 0 ? binned : frames;
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   std::vector<std::uint8_t> masks, residuals;
   masks.reserve(codecs::sparse_mask_bytes(frames.size() * shape.channels, plane_size));
