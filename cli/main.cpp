@@ -23,6 +23,7 @@
 #include "format/dataset_index.hpp"
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"
+#include "compressor/gop_codec.hpp"
 #include "format/errors.hpp"
 #include "format/file_format.hpp"
 #include "batch/mpi_context.hpp"
@@ -651,9 +652,17 @@ int run_info(int argc, char** argv) {
   std::string counts;
   for (const auto kind : codecs::entropy_coders())
     counts += (counts.empty() ? "" : ", ") + std::to_string(coders[kind]) + " " + codecs::coder_name(kind);
-  counts += ", " + std::to_string(pixel_chunks) + " pixels";
+  counts += ", " + std::to_string(pixel_chunks) + " pixel-domain (pixels or sparse)";
   std::printf("chunks:     %s\n", counts.c_str());
-  std::printf("  %5s %-20s %7s %10s %8s %10s %9s %8s\n", "chunk", "sequence", "frames", "bytes", "ratio", "symbols", "runs", "coder");
+  // What each chunk is: a pixel or sparse chunk, or the predictor its GOP took (auto's choice),
+  // from its first bytes; the classical predictors are known without a model.
+  std::unique_ptr<Predictor> classical;
+  try {
+    classical = make_classical_predictor(s.predictor.kind);
+  } catch (const std::invalid_argument&) {
+  }
+  std::printf("  %5s %-20s %7s %10s %8s %10s %9s %-13s %s\n", "chunk", "sequence", "frames", "bytes", "ratio", "symbols", "runs",
+              "coder", "coded as");
   for (std::size_t i = 0; i < index.chunks.size(); ++i) {
     if (i >= 20 && !verbose) {
       std::printf("  ... %zu more chunks (-v lists all)\n", index.chunks.size() - i);
@@ -662,10 +671,12 @@ int run_info(int argc, char** argv) {
     const auto& c = index.chunks[i];
     const auto& q = index.sequences[c.sequence];
     const double raw = double(q.geometry.raw_bytes() * c.frame_count);
-    std::printf("  %5zu %-20s %3llu-%-3llu %10llu %8.3f %10llu %9llu %8s\n", i, q.name.empty() ? "." : q.name.c_str(),
+    const std::string kind = classical ? chunk_kind(*classical, reader.read_chunk_head(i, kChunkHeadBytes))
+                             : c.stats.pixels ? "pixels or sparse" : s.predictor.kind;
+    std::printf("  %5zu %-20s %3llu-%-3llu %10llu %8.3f %10llu %9llu %-13s %s\n", i, q.name.empty() ? "." : q.name.c_str(),
                 (unsigned long long)c.first_frame, (unsigned long long)(c.first_frame + c.frame_count - 1),
                 (unsigned long long)c.size, raw / double(c.size), (unsigned long long)c.stats.symbol_bytes,
-                (unsigned long long)c.stats.run_bytes, (c.stats.pixels ? std::string("pixels/") : std::string()).append(codecs::coder_name(c.stats.coder)).c_str());
+                (unsigned long long)c.stats.run_bytes, codecs::coder_name(c.stats.coder), kind.c_str());
   }
   return kOk;
 }

@@ -1563,6 +1563,16 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   return encoded;
 }
 
+std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t> head) {
+  if (head.empty()) return "?";
+  if (head[0] == kPixelChunk) return "pixels";
+  if (head[0] == kSparseChunk) return "sparse";
+  const auto choices = predictor.choices();
+  if (choices.empty() || head.size() < kChunkHeadBytes) return predictor.identity().kind;
+  const std::uint8_t choice = chunk_choice(head);
+  return choice >= 1 && choice <= choices.size() ? choices[choice - 1]->identity().kind : "?";
+}
+
 std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape& shape,
                                    std::span<const std::span<const std::uint8_t>> chunks,
                                    std::span<const std::size_t> frame_counts, const CodingSettings& settings,

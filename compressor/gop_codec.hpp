@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "format/frame.hpp"
@@ -38,6 +39,12 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
                                    std::span<const std::span<const std::uint8_t>> chunks,
                                    std::span<const std::size_t> frame_counts, const CodingSettings& settings,
                                    const RowsDone& done = {});
+
+// What a chunk is, from its first bytes (kChunkHeadBytes, or fewer where the chunk is shorter):
+// "pixels" or "sparse" for chunks in the pixel domain, else the predictor its GOP was coded with
+// (for `auto`, the choice the chunk records), by `predictor`'s identity. For `tezip info`.
+inline constexpr std::size_t kChunkHeadBytes = 3;
+std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t> head);
 
 // Mean squared error between two frames of pixels normalised to [0, 1], so that one threshold
 // means the same on 8- and 16-bit data: the dynamic window's key-frame test.

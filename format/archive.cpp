@@ -551,6 +551,11 @@ std::vector<std::uint8_t> ArchiveReader::read_embedded_model() const {
   return bytes;
 }
 
+std::vector<std::uint8_t> ArchiveReader::read_chunk_head(std::size_t i, std::size_t count) const {
+  const auto& c = index_.chunks.at(i);
+  return read_range(c.offset, std::min<std::uint64_t>(count, c.size), "chunk " + std::to_string(i));
+}
+
 std::vector<std::uint8_t> ArchiveReader::read_chunk(std::size_t i) const {
   const auto& c = index_.chunks.at(i);
   auto bytes = read_range(c.offset, c.size, "chunk " + std::to_string(i));

@@ -191,6 +191,8 @@ class ArchiveReader {
   const std::filesystem::path& path() const { return path_; }
   // The bytes of chunk i, checked against the index's hash (DataError otherwise).
   std::vector<std::uint8_t> read_chunk(std::size_t i) const;
+  // The first `count` bytes of chunk i (fewer where it is shorter), unchecked: for describing it.
+  std::vector<std::uint8_t> read_chunk_head(std::size_t i, std::size_t count) const;
   // The embedded model's bytes (empty when the archive has none), checked against the index's
   // hash: DataError when they are damaged.
   std::vector<std::uint8_t> read_embedded_model() const;

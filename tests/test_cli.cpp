@@ -179,6 +179,40 @@ TEST_CASE("lossy modes keep their bound", "[cli]") {
   }
 }
 
+TEST_CASE("info tells what each chunk was coded as: auto's choice, or a sparse chunk", "[cli][sparse]") {
+  tezip::test::TempDir dir("tezip-test-cli");
+  // Dense frames: predictive chunks, each with auto's choice.
+  tezip::test::SyntheticSpec spec;
+  spec.frames = 6;
+  tezip::test::write_synthetic_sequence(dir / "dense", spec);
+  REQUIRE(tezip_cli("compress " + quote(dir / "dense") + " -o " + quote(dir / "d.tzp") + " --gop 3").code == 0);
+  const auto dense = tezip_cli("info " + quote(dir / "d.tzp"));
+  REQUIRE(dense.code == 0);
+  CHECK_THAT(dense.output, Contains("coded as"));
+  CHECK(std::regex_search(dense.output, std::regex(R"(\d+ +(zstd|rans|rans-striped|adaptive) +(previous|intra|linear|bidirectional)\n)")));
+  // 16-bit depth maps in miniature: an empty background, a noisy tilted patch that moves.
+  fs::create_directories(dir / "depth");
+  std::uint32_t state = 7;
+  for (int t = 0; t < 5; ++t) {
+    cv::Mat f(48, 64, CV_16UC1, cv::Scalar(0));
+    for (int y = 10; y < 30; ++y)
+      for (int x = 8 + t; x < 36 + t; ++x) {
+        state = state * 1103515245u + 12345u;
+        f.at<std::uint16_t>(y, x) = std::uint16_t(20000 + 40 * x + 25 * y + (state >> 16) % 3);
+      }
+    REQUIRE(cv::imwrite((dir / "depth" / ("d_" + std::to_string(t) + ".png")).string(), f));
+  }
+  REQUIRE(tezip_cli("compress " + quote(dir / "depth") + " -o " + quote(dir / "s.tzp")).code == 0);
+  const auto sparse = tezip_cli("info " + quote(dir / "s.tzp"));
+  REQUIRE(sparse.code == 0);
+  CHECK_THAT(sparse.output, Contains(" sparse\n"));
+  const auto against = tezip_cli("verify " + quote(dir / "s.tzp") + " --against " + quote(dir / "depth"));
+  CHECK(against.code == 0);
+  CHECK(max_error_of(against.output) == 0);
+  REQUIRE(tezip_cli("decompress " + quote(dir / "s.tzp") + " -o " + quote(dir / "out")).code == 0);
+  require_identical_tree(dir / "depth", dir / "out");
+}
+
 TEST_CASE("the strong settings (coder best, profile max) round trip and say what they tried", "[cli]") {
   tezip::test::TempDir dir("tezip-test-cli");
   tezip::test::SyntheticSpec spec;
