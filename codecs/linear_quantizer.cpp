@@ -92,22 +92,6 @@ namespace {
 }
 #endif
 
-// LOCO-I's median edge detector: min(a, b) if c >= max(a, b), max(a, b) if c <= min(a, b), else
-// a + b - c; that is a + b - c clamped to [min, max], without branches (on noisy planes the
-// branches mispredicted: the serial intra reconstruction spent a third of decoding Moving MNIST).
-inline std::uint32_t med(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
-  const std::int32_t lo = std::int32_t(std::min(a, b)), hi = std::int32_t(std::max(a, b));
-  return std::uint32_t(std::clamp(std::int32_t(a) + std::int32_t(b) - std::int32_t(c), lo, hi));
-}
-
-// Forecast of pixel i of a plane from reconstructed neighbours (left a, up b, up-left c).
-inline std::uint32_t intra_forecast(std::span<const std::uint16_t> recon, std::size_t i, std::size_t x,
-                                    std::size_t width) {
-  if (i < width) return x == 0 ? 0 : recon[i - 1];
-  if (x == 0) return recon[i - width];
-  return med(recon[i - 1], recon[i - width], recon[i - width - 1]);
-}
-
 // The bin of residual r for half width e: bins of width 2e + 1 centred on the forecast.
 inline std::int32_t bin_index(std::int32_t r, std::int32_t e) {
   if (e == 0) return r;
@@ -120,7 +104,7 @@ inline std::int32_t bin_index(std::int32_t r, std::int32_t e) {
 template <class Rec>
 void intra_rows(const std::int32_t* symbols, std::size_t width, std::size_t height, std::uint16_t* out, Rec rec) {
   // A lambda, not the function's address: median_rows inlines it.
-  const auto median = [](std::uint32_t a, std::uint32_t b, std::uint32_t c) { return med(a, b, c); };
+  const auto median = [](std::uint32_t a, std::uint32_t b, std::uint32_t c) { return med_pixels(a, b, c); };
   median_rows<std::uint32_t>(symbols, out, width, 0, height, median, rec);
 }
 
@@ -168,7 +152,7 @@ struct UniformRec {
 template <class Step, class Rec>
 [[gnu::target("avx2")]] void intra_rows_avx2(const std::int32_t* symbols, std::size_t width, std::size_t height,
                                             std::uint16_t* out, Step& step, Rec rec) {
-  const auto median = [](std::uint32_t a, std::uint32_t b, std::uint32_t c) { return med(a, b, c); };
+  const auto median = [](std::uint32_t a, std::uint32_t b, std::uint32_t c) { return med_pixels(a, b, c); };
   wavefront_avx2::median_rows8<std::uint32_t>(symbols, out, width, 0, height, median, rec, step);
 }
 

@@ -4,24 +4,10 @@
 
 #include "codecs/codec_error.hpp"
 #include "codecs/pixel_frames.hpp"
+#include "codecs/plane_transform.hpp"
 
 namespace tezip::codecs {
 namespace {
-
-inline std::uint32_t median(std::uint32_t a, std::uint32_t b, std::uint32_t c) {
-  const std::uint32_t lo = std::min(a, b), hi = std::max(a, b);
-  if (c >= hi) return lo;
-  if (c <= lo) return hi;
-  return a + b - c;
-}
-
-// The forecast of pixel x of `row` from the pixels before it (`above`: the row above, null in the
-// first row).
-inline std::uint32_t forecast(const std::uint16_t* row, const std::uint16_t* above, std::size_t x) {
-  if (above == nullptr) return x == 0 ? 0 : row[x - 1];
-  if (x == 0) return above[0];
-  return median(row[x - 1], above[x], above[x - 1]);
-}
 
 void check_shape(std::size_t size, std::size_t width) {
   if (width == 0 || size % width != 0) throw CodecError("sparse plane: size is not whole rows");
@@ -36,16 +22,12 @@ void pack_sparse_plane(std::span<const std::uint16_t> plane, std::size_t width, 
   const std::uint32_t modulus = wide ? 0xFFFF : 0xFF;
   const std::size_t at = mask.size();
   mask.resize(at + sparse_mask_bytes(1, plane.size()), 0);
-  for (std::size_t y = 0, i = 0; y < plane.size() / width; ++y) {
-    const std::uint16_t* row = plane.data() + y * width;
-    const std::uint16_t* above = y == 0 ? nullptr : row - width;
-    for (std::size_t x = 0; x < width; ++x, ++i) {
-      if (row[x] == background) continue;
-      mask[at + i / 8] |= std::uint8_t(0x80 >> (i % 8));
-      const std::uint32_t r = (row[x] - forecast(row, above, x)) & modulus;
-      residuals.push_back(std::uint8_t(r));
-      if (wide) residuals.push_back(std::uint8_t(r >> 8));
-    }
+  for (std::size_t i = 0; i < plane.size(); ++i) {
+    if (plane[i] == background) continue;
+    mask[at + i / 8] |= std::uint8_t(0x80 >> (i % 8));
+    const std::uint32_t r = (plane[i] - intra_forecast(plane, i, i % width, width)) & modulus;
+    residuals.push_back(std::uint8_t(r));
+    if (wide) residuals.push_back(std::uint8_t(r >> 8));
   }
 }
 
@@ -67,7 +49,6 @@ void SparsePlaneReader::read(std::size_t width, std::span<std::uint16_t> plane) 
   std::uint32_t bad = 0;
   for (std::size_t y = 0, i = 0; y < n / width; ++y) {
     std::uint16_t* row = plane.data() + y * width;
-    const std::uint16_t* above = y == 0 ? nullptr : row - width;
     for (std::size_t x = 0; x < width; ++x, ++i) {
       // Eight background pixels at once where a whole mask byte is zero (most of the background).
       if (i % 8 == 0 && x + 8 <= width && m[i / 8] == 0) {
@@ -83,7 +64,7 @@ void SparsePlaneReader::read(std::size_t width, std::span<std::uint16_t> plane) 
       std::uint32_t r = residuals_[residual_pos_];
       if (wide) r |= std::uint32_t(residuals_[residual_pos_ + 1]) << 8;
       residual_pos_ += sample;
-      const std::uint32_t v = (forecast(row, above, x) + r) & modulus;
+      const std::uint32_t v = (intra_forecast(plane, i, x, width) + r) & modulus;
       bad |= std::uint32_t(v == background_ || v > max_value_);
       row[x] = std::uint16_t(v);
     }
