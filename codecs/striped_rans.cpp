@@ -189,10 +189,10 @@ inline void next_above_loop(const std::uint16_t* t, const std::uint16_t* u, std:
 }
 #endif
 
-void next_above(const std::vector<std::uint16_t>& tokens, const std::vector<std::uint16_t>* two_up, std::size_t lanes,
+// `u`: the row two up from its column 0 (past its padding column), or nullptr.
+void next_above(const std::vector<std::uint16_t>& tokens, const std::uint16_t* u, std::size_t lanes,
                 std::vector<std::uint16_t>& above, bool avx2) {
   // Column x of `above` from token columns x - 1, x, x + 1, which sit at x, x + 1, x + 2 (padding).
-  const std::uint16_t* u = two_up == nullptr ? nullptr : two_up->data() + lanes;
 #if defined(__x86_64__) || defined(__i386__)
   if (avx2) return next_above_avx2(tokens.data(), u, lanes, above.data(), above.size());
 #else
@@ -289,6 +289,55 @@ constexpr EmitPermutations kEmitPermutations;
 #undef TEZIP_STRIPED_KERNEL
 #undef TEZIP_STRIPED_TARGET
 #undef TEZIP_STRIPED_AVX512
+// 16 columns of a row step of 16 V stripes, all active, from `values` ([column][lane], column x
+// first) to the stripes' rows at column x, with AVX-512: 16 x 16 tiles transposed in registers,
+// 4 x 4 within each 128-bit lane, then the lanes 4 x 4 (64 shuffles a tile against the 96 of four
+// 8 x 8 ones). With V = 2 (32 stripes) each half of the lanes is its own tile.
+template <int V>
+[[gnu::target("avx2,avx512f,avx512vl,avx512bw,avx512dq")]] inline void transpose_tile_zmm(const std::uint32_t* values,
+                                                                                          std::uint32_t* const* lane_rows,
+                                                                                          std::size_t x) {
+  constexpr std::size_t T = 16, L = T * V;
+  for (int v = 0; v < V; ++v) {
+    std::uint32_t* const* row = lane_rows + T * v;
+    // d[4j + m], 128-bit lane q: stripe 4q + m, columns x + 4j .. x + 4j + 3.
+    __m512i d[T];
+    for (std::size_t j = 0; j < 4; ++j) {
+      const std::uint32_t* in = values + 4 * j * L + T * v;
+      const __m512i a = _mm512_loadu_si512(in), b = _mm512_loadu_si512(in + L);
+      const __m512i c = _mm512_loadu_si512(in + 2 * L), e = _mm512_loadu_si512(in + 3 * L);
+      const __m512i t0 = _mm512_unpacklo_epi32(a, b), t1 = _mm512_unpackhi_epi32(a, b);
+      const __m512i t2 = _mm512_unpacklo_epi32(c, e), t3 = _mm512_unpackhi_epi32(c, e);
+      d[4 * j] = _mm512_unpacklo_epi64(t0, t2);
+      d[4 * j + 1] = _mm512_unpackhi_epi64(t0, t2);
+      d[4 * j + 2] = _mm512_unpacklo_epi64(t1, t3);
+      d[4 * j + 3] = _mm512_unpackhi_epi64(t1, t3);
+    }
+    for (std::size_t m = 0; m < 4; ++m) {
+      const __m512i p0 = _mm512_shuffle_i32x4(d[m], d[4 + m], 0x44), p1 = _mm512_shuffle_i32x4(d[m], d[4 + m], 0xEE);
+      const __m512i q0 = _mm512_shuffle_i32x4(d[8 + m], d[12 + m], 0x44), q1 = _mm512_shuffle_i32x4(d[8 + m], d[12 + m], 0xEE);
+      _mm512_storeu_si512(row[m] + x, _mm512_shuffle_i32x4(p0, q0, 0x88));
+      _mm512_storeu_si512(row[4 + m] + x, _mm512_shuffle_i32x4(p0, q0, 0xDD));
+      _mm512_storeu_si512(row[8 + m] + x, _mm512_shuffle_i32x4(p1, q1, 0x88));
+      _mm512_storeu_si512(row[12 + m] + x, _mm512_shuffle_i32x4(p1, q1, 0xDD));
+    }
+  }
+}
+
+// scatter_rows for a row step of 16 V stripes, all active, with AVX-512: whole tiles of 16 columns
+// by transpose_tile_zmm, the columns beyond the last one the portable way. The same stores as
+// scatter_rows.
+template <int V>
+[[gnu::target("avx2,avx512f,avx512vl,avx512bw,avx512dq")]] void scatter_rows_zmm(const std::uint32_t* values,
+                                                                                 std::size_t width,
+                                                                                 std::uint32_t* const* lane_rows) {
+  constexpr std::size_t T = 16, L = T * V;
+  const std::size_t whole = width / T * T;
+  for (std::size_t x = 0; x < whole; x += T) transpose_tile_zmm<V>(values + x * L, lane_rows, x);
+  for (std::size_t x = whole; x < width; ++x)
+    for (std::size_t l = 0; l < L; ++l) lane_rows[l][x] = values[x * L + l];
+}
+
 #include "codecs/striped_rans_kernel_zmm.inc"
 
 // scatter_rows for a row step of 8 * G stripes, all active: 8 x 8 tiles transposed in registers
@@ -311,45 +360,6 @@ template <int G>
     for (std::size_t l = 0; l < L; ++l) row[l][x] = values[x * L + l];
 }
 
-// scatter_rows for a row step of 16 stripes, all active, with AVX-512: 16 x 16 tiles transposed in
-// registers, 4 x 4 within each 128-bit lane, then the lanes 4 x 4 (64 shuffles a tile against the
-// 96 of four 8 x 8 ones); the columns beyond the last whole tile the portable way. The same stores
-// as scatter_rows.
-// With V = 2 (32 stripes) each half of the lanes is its own tile.
-template <int V>
-[[gnu::target("avx2,avx512f,avx512vl,avx512bw,avx512dq")]] void scatter_rows_zmm(const std::uint32_t* values,
-                                                                                 std::size_t width,
-                                                                                 std::uint32_t* const* lane_rows) {
-  constexpr std::size_t T = 16, L = T * V;
-  const std::size_t whole = width / T * T;
-  for (std::size_t x = 0; x < whole; x += T)
-  for (int v = 0; v < V; ++v) {
-    std::uint32_t* const* row = lane_rows + T * v;
-    // d[4j + m], 128-bit lane q: stripe 4q + m, columns x + 4j .. x + 4j + 3.
-    __m512i d[T];
-    for (std::size_t j = 0; j < 4; ++j) {
-      const std::uint32_t* in = values + (x + 4 * j) * L + T * v;
-      const __m512i a = _mm512_loadu_si512(in), b = _mm512_loadu_si512(in + L);
-      const __m512i c = _mm512_loadu_si512(in + 2 * L), e = _mm512_loadu_si512(in + 3 * L);
-      const __m512i t0 = _mm512_unpacklo_epi32(a, b), t1 = _mm512_unpackhi_epi32(a, b);
-      const __m512i t2 = _mm512_unpacklo_epi32(c, e), t3 = _mm512_unpackhi_epi32(c, e);
-      d[4 * j] = _mm512_unpacklo_epi64(t0, t2);
-      d[4 * j + 1] = _mm512_unpackhi_epi64(t0, t2);
-      d[4 * j + 2] = _mm512_unpacklo_epi64(t1, t3);
-      d[4 * j + 3] = _mm512_unpackhi_epi64(t1, t3);
-    }
-    for (std::size_t m = 0; m < 4; ++m) {
-      const __m512i p0 = _mm512_shuffle_i32x4(d[m], d[4 + m], 0x44), p1 = _mm512_shuffle_i32x4(d[m], d[4 + m], 0xEE);
-      const __m512i q0 = _mm512_shuffle_i32x4(d[8 + m], d[12 + m], 0x44), q1 = _mm512_shuffle_i32x4(d[8 + m], d[12 + m], 0xEE);
-      _mm512_storeu_si512(row[m] + x, _mm512_shuffle_i32x4(p0, q0, 0x88));
-      _mm512_storeu_si512(row[4 + m] + x, _mm512_shuffle_i32x4(p0, q0, 0xDD));
-      _mm512_storeu_si512(row[8 + m] + x, _mm512_shuffle_i32x4(p1, q1, 0x88));
-      _mm512_storeu_si512(row[12 + m] + x, _mm512_shuffle_i32x4(p1, q1, 0xDD));
-    }
-  }
-  for (std::size_t x = whole; x < width; ++x)
-    for (std::size_t l = 0; l < L; ++l) lane_rows[l][x] = values[x * L + l];
-}
 #endif
 
 // A row step's symbols, [column][lane], to the stripes' rows. In tiles of kScatterTile columns:
@@ -1237,6 +1247,11 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
   // holds left halves of the segment's rows, stripe l + L / 2 the right halves of the same rows.
   const std::size_t stride = parts * width, plane_rows = count / parts;
   std::array<std::uint32_t*, kMaxLanes> lane_row{}, row{};
+  // The next row step's row two up (eight-neighbour context; else none), in next_above's layout:
+  // this segment's upper row for the second row step, then the row step before.
+  const auto two_up = [&](std::size_t r) -> const std::uint16_t* {
+    return !wide ? nullptr : (r == 0 ? first_row_tokens.tokens.data() : b.previous.data()) + lanes;
+  };
   for (std::size_t l = 0; l < lanes; ++l) {
     const std::size_t part = std::min(parts - 1, stripes.start[l] / std::max<std::size_t>(plane_rows, 1));
     lane_row[l] = out + (stripes.start[l] - part * plane_rows) * stride + part * width;
@@ -1250,7 +1265,8 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       active[l] = r < stripes.length(l);
       all = all && active[l];
     }
-    bool done = false;
+    for (std::size_t l = 0; l < lanes; ++l) row[l] = lane_row[l] + r * stride;
+    bool done = false, scattered = false;
 #ifdef TEZIP_HAVE_AVX2_KERNEL
     if (simd && all) {
       bool room = true;
@@ -1261,9 +1277,16 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
         // 16 stripes the one whose vectors hold all 16 (1.22x the two-vector kernel's speed on
         // vtest's colour planes, an Intel Xeon: docs/performance.md).
         const bool registers = path == SimdPath::avx512 && (r % 16 == 0 || 4 * s.far_steps <= width * group_count(lanes));
-        const auto kernel = registers ? (lanes == 32 ? decode_row_zmm<2> : lanes == 16 ? decode_row_zmm<1> : decode_row_avx512<1>)
-                                      : (lanes == 32 ? decode_row_avx2<4> : lanes == 16 ? decode_row_avx2<2> : decode_row_avx2<1>);
-        kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
+        if (registers && lanes >= 16) {
+          // The 16-lane kernels store the symbols to the rows themselves.
+          const auto kernel = lanes == 32 ? decode_row_zmm<2> : decode_row_zmm<1>;
+          kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s, row.data());
+          scattered = true;
+        } else {
+          const auto kernel = registers ? decode_row_avx512<1>
+                                        : (lanes == 32 ? decode_row_avx2<4> : lanes == 16 ? decode_row_avx2<2> : decode_row_avx2<1>);
+          kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
+        }
         done = true;
       }
     }
@@ -1272,9 +1295,10 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       decode_row_portable(t, b.above.data(), b.tokens.data(), b.values.data(), width, lanes, active.data(), map,
                           max_rank, wide, s);
     }
-    for (std::size_t l = 0; l < lanes; ++l) row[l] = lane_row[l] + r * stride;
 #ifdef TEZIP_HAVE_AVX2_KERNEL
-    if (simd && all && lanes == 32 && path == SimdPath::avx512) {
+    if (scattered) {
+      // done by the kernel
+    } else if (simd && all && lanes == 32 && path == SimdPath::avx512) {
       scatter_rows_zmm<2>(b.values.data(), width, row.data());
     } else if (simd && all && lanes == 32) {
       scatter_rows_avx2<4>(b.values.data(), width, row.data());
@@ -1288,10 +1312,10 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       scatter_rows(b.values.data(), width, lanes, active.data(), row.data());
     }
 #else
+    (void)scattered;
     scatter_rows(b.values.data(), width, lanes, active.data(), row.data());
 #endif
-    // The next row's row two up: this segment's upper row for the second row, then the row before.
-    next_above(b.tokens, !wide ? nullptr : r == 0 ? &first_row_tokens.tokens : &b.previous, lanes, b.above, simd);
+    next_above(b.tokens, two_up(r), lanes, b.above, simd);
     if (r == 0) first_row_tokens.tokens = b.tokens;
     if (wide) std::swap(b.tokens, b.previous);
     if (next_table != nullptr)
