@@ -275,6 +275,22 @@ struct EmitPermutations {
 };
 constexpr EmitPermutations kEmitPermutations;
 
+// 8 columns of a row step of 8 G stripes, all active, from `values` ([column][lane], column x
+// first) to the stripes' rows at column x: 8 x 8 tiles transposed in registers (8 columns of 8
+// lanes in, 8 lanes' rows of 8 columns out).
+template <int G>
+[[gnu::target("avx2")]] inline void transpose_tile_avx2(const std::uint32_t* values, std::uint32_t* const* row,
+                                                        std::size_t x) {
+  constexpr std::size_t L = kGroup * G;
+  for (int g = 0; g < G; ++g) {
+    // c[k]: column x + k of the group's 8 lanes; transposed, c[l]: lane l's 8 columns.
+    __m256i c[8];
+    for (int k = 0; k < 8; ++k) c[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + k * L + kGroup * g));
+    wavefront_avx2::transpose8(c);
+    for (int l = 0; l < 8; ++l) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row[kGroup * g + l] + x), c[l]);
+  }
+}
+
 #define TEZIP_STRIPED_KERNEL decode_row_avx2
 #define TEZIP_STRIPED_TARGET "avx2,popcnt"
 #define TEZIP_STRIPED_AVX512 0
@@ -324,41 +340,7 @@ template <int V>
   }
 }
 
-// scatter_rows for a row step of 16 V stripes, all active, with AVX-512: whole tiles of 16 columns
-// by transpose_tile_zmm, the columns beyond the last one the portable way. The same stores as
-// scatter_rows.
-template <int V>
-[[gnu::target("avx2,avx512f,avx512vl,avx512bw,avx512dq")]] void scatter_rows_zmm(const std::uint32_t* values,
-                                                                                 std::size_t width,
-                                                                                 std::uint32_t* const* lane_rows) {
-  constexpr std::size_t T = 16, L = T * V;
-  const std::size_t whole = width / T * T;
-  for (std::size_t x = 0; x < whole; x += T) transpose_tile_zmm<V>(values + x * L, lane_rows, x);
-  for (std::size_t x = whole; x < width; ++x)
-    for (std::size_t l = 0; l < L; ++l) lane_rows[l][x] = values[x * L + l];
-}
-
 #include "codecs/striped_rans_kernel_zmm.inc"
-
-// scatter_rows for a row step of 8 * G stripes, all active: 8 x 8 tiles transposed in registers
-// (8 columns of 8 lanes in, 8 lanes' rows of 8 columns out); the columns beyond the last whole
-// tile the portable way. The same stores as scatter_rows.
-template <int G>
-[[gnu::target("avx2")]] void scatter_rows_avx2(const std::uint32_t* values, std::size_t width, std::uint32_t* const* row) {
-  constexpr std::size_t L = kGroup * G;
-  const std::size_t whole = width / 8 * 8;
-  for (std::size_t x = 0; x < whole; x += 8)
-    for (int g = 0; g < G; ++g) {
-      // c[k]: column x + k of the group's 8 lanes; transposed, c[l]: lane l's 8 columns.
-      __m256i c[8];
-      for (int k = 0; k < 8; ++k)
-        c[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + (x + k) * L + kGroup * g));
-      wavefront_avx2::transpose8(c);
-      for (int l = 0; l < 8; ++l) _mm256_storeu_si256(reinterpret_cast<__m256i*>(row[kGroup * g + l] + x), c[l]);
-    }
-  for (std::size_t x = whole; x < width; ++x)
-    for (std::size_t l = 0; l < L; ++l) row[l][x] = values[x * L + l];
-}
 
 #endif
 
@@ -1266,7 +1248,7 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       all = all && active[l];
     }
     for (std::size_t l = 0; l < lanes; ++l) row[l] = lane_row[l] + r * stride;
-    bool done = false, scattered = false;
+    bool done = false;
 #ifdef TEZIP_HAVE_AVX2_KERNEL
     if (simd && all) {
       bool room = true;
@@ -1277,15 +1259,14 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
         // 16 stripes the one whose vectors hold all 16 (1.22x the two-vector kernel's speed on
         // vtest's colour planes, an Intel Xeon: docs/performance.md).
         const bool registers = path == SimdPath::avx512 && (r % 16 == 0 || 4 * s.far_steps <= width * group_count(lanes));
+        // The kernels store the symbols to the stripes' rows themselves.
         if (registers && lanes >= 16) {
-          // The 16-lane kernels store the symbols to the rows themselves.
           const auto kernel = lanes == 32 ? decode_row_zmm<2> : decode_row_zmm<1>;
           kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s, row.data());
-          scattered = true;
         } else {
           const auto kernel = registers ? decode_row_avx512<1>
                                         : (lanes == 32 ? decode_row_avx2<4> : lanes == 16 ? decode_row_avx2<2> : decode_row_avx2<1>);
-          kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s);
+          kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s, row.data());
         }
         done = true;
       }
@@ -1294,27 +1275,8 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
     if (!done) {
       decode_row_portable(t, b.above.data(), b.tokens.data(), b.values.data(), width, lanes, active.data(), map,
                           max_rank, wide, s);
-    }
-#ifdef TEZIP_HAVE_AVX2_KERNEL
-    if (scattered) {
-      // done by the kernel
-    } else if (simd && all && lanes == 32 && path == SimdPath::avx512) {
-      scatter_rows_zmm<2>(b.values.data(), width, row.data());
-    } else if (simd && all && lanes == 32) {
-      scatter_rows_avx2<4>(b.values.data(), width, row.data());
-    } else if (simd && all && lanes == 16 && path == SimdPath::avx512) {
-      scatter_rows_zmm<1>(b.values.data(), width, row.data());
-    } else if (simd && all && lanes == 16) {
-      scatter_rows_avx2<2>(b.values.data(), width, row.data());
-    } else if (simd && all && lanes == 8) {
-      scatter_rows_avx2<1>(b.values.data(), width, row.data());
-    } else {
       scatter_rows(b.values.data(), width, lanes, active.data(), row.data());
     }
-#else
-    (void)scattered;
-    scatter_rows(b.values.data(), width, lanes, active.data(), row.data());
-#endif
     next_above(b.tokens, two_up(r), lanes, b.above, simd);
     if (r == 0) first_row_tokens.tokens = b.tokens;
     if (wide) std::swap(b.tokens, b.previous);
