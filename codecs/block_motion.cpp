@@ -720,8 +720,16 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
   // lambda converts estimated bits into SAD: a residual of mean magnitude b costs about log2(b) + c
   // bits per pixel, so one bit is worth b * ln 2 of SAD. b is this plane's own previous-frame residual.
   std::uint64_t zero_sad = 0;
-  for (std::size_t i = 0; i < plane.size(); ++i) zero_sad += std::uint64_t(std::abs(int(plane[i]) - int(reference[i])));
+  std::uint32_t largest = 0;
+  for (std::size_t i = 0; i < plane.size(); ++i) {
+    zero_sad += std::uint64_t(std::abs(int(plane[i]) - int(reference[i])));
+    largest = std::max<std::uint32_t>(largest, std::max(plane[i], reference[i]));
+  }
   result.zero_sad = zero_sad;
+  // The pixels' own largest value picks the SAD kernels (bytes where they all fit): the result is
+  // the same for any bound at least that, and the luma of a colour transform, whose frames range
+  // over twice the pixels', stays below 256 on 8-bit video.
+  max_value = std::min(max_value, largest);
   const double lambda = 0.69 * std::max(0.25, double(zero_sad) / double(plane.size()));
 
   SubpelPlanes subpel(reference, width, height, max_value, path);

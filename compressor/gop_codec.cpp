@@ -15,6 +15,7 @@
 #include "codecs/block_motion.hpp"
 #include "codecs/channel_plan.hpp"
 #include "codecs/codec_error.hpp"
+#include "codecs/colour_transform.hpp"
 #include "codecs/forecast_blocks.hpp"
 #include "codecs/interval_quantizer.hpp"
 #include "codecs/linear_quantizer.hpp"
@@ -61,6 +62,10 @@ constexpr std::uint8_t kPixelChunk = 0x80;
 // lossless) and the GOP's background bin, then in one zstd (or LZMA) frame the foreground bins'
 // median residuals of every plane, then every plane's mask of foreground bins.
 constexpr std::uint8_t kSparseChunk = 0x81;
+// The first byte of a colour-transformed chunk: a lossless colour GOP whose frames went through a
+// reversible colour transform (the next byte: codecs::kRctTransform) before they were coded; a
+// predictive chunk of the transformed frames (planes Y, U, V, pixels in [0, 2 M]) follows.
+constexpr std::uint8_t kColourChunk = 0x82;
 
 // `count` frames of `size` pixels, not zeroed: for frames that are written whole before they are read.
 std::vector<Pixels> unwritten_frames(std::size_t count, std::size_t size) {
@@ -1212,6 +1217,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
 
 // The predictor choice a chunk records (0 before version 4).
 std::uint8_t chunk_choice(std::span<const std::uint8_t> chunk) {
+  if (!chunk.empty() && chunk[0] == kColourChunk) return chunk_choice(chunk.subspan(std::min<std::size_t>(2, chunk.size())));
   ByteReader in(chunk, "chunk");
   const std::uint8_t version = in.u8();
   if (version < 4) return 0;
@@ -1385,6 +1391,32 @@ void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const Co
   }, coded);
 }
 
+// The bands of rows through all of a GOP's frames that a trial codes in place of its frames (auto's
+// choice, the colour transform's; encode_predicted says why): as many pixels as kTrialFrames whole
+// frames, up to kBands bands, each at least kMinRows high (a multiple of 16: two rows of motion
+// blocks), spread evenly down the frame, each to be coded as a GOP of its own, `trial_shape` high.
+// None where bands would cover the frames: the trial then codes the GOP itself.
+std::vector<GopFrames> trial_bands(const GopFrames& frames, const FrameShape& shape, FrameShape& trial_shape,
+                                   std::uint32_t kTrialFrames = 6) {
+  constexpr std::uint32_t kBands = 3, kMinRows = 32, kRowStep = 16;
+  trial_shape = shape;
+  std::vector<GopFrames> cuts;
+  if (frames.empty()) return cuts;
+  const std::uint64_t wanted = (std::uint64_t(shape.height) * kTrialFrames + frames.size() - 1) / frames.size();
+  const std::uint32_t bands = std::uint32_t(std::clamp<std::uint64_t>(wanted / kMinRows, 1, kBands));
+  const std::uint32_t rows = std::uint32_t(std::min<std::uint64_t>(
+      shape.height, std::max<std::uint64_t>(kMinRows, (wanted / bands + kRowStep - 1) / kRowStep * kRowStep)));
+  if (rows * bands < shape.height) {
+    trial_shape.height = rows;
+    for (std::uint32_t b = 0; b < bands; ++b) {  // centred on (2b + 1) / (2 bands) of the height
+      const std::uint32_t centre = std::uint32_t((2 * std::uint64_t(b) + 1) * shape.height / (2 * bands));
+      const std::uint32_t top = std::min(centre - std::min(centre, rows / 2), shape.height - rows) / kRowStep * kRowStep;
+      cuts.push_back(band(frames, shape, top, rows));
+    }
+  }
+  return cuts;
+}
+
 std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const FrameShape& shape,
                                          std::span<const GopFrames* const> gops, const CodingSettings& settings) {
   const auto choices = predictor.choices();
@@ -1410,7 +1442,6 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
   // saw neither: they chose `bidirectional` for one of tree's GOPs at abs 2 (26% larger than
   // `previous` there, the archive 8.5% larger), and `previous` or `bidirectional` for three of
   // Megamind's lossless GOPs where `linear` codes 2-3% smaller (docs/defaults.md, "auto's trial").
-  constexpr std::uint32_t kTrialFrames = 6, kBands = 3, kMinRows = 32, kRowStep = 16;
   CodingSettings trial_settings = settings;
   trial_settings.zstd_win_level = 0;  // a second zstd pass would cost more than the trial itself
   trial_settings.key_frame_uncoded = true;
@@ -1421,21 +1452,8 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
   for (std::size_t g = 0; g < gops.size(); ++g) {
     const GopFrames& frames = *gops[g];
     if (frames.size() < 2) continue;
-    const std::uint64_t wanted = (std::uint64_t(shape.height) * kTrialFrames + frames.size() - 1) / frames.size();
-    const std::uint32_t bands = std::uint32_t(std::clamp<std::uint64_t>(wanted / kMinRows, 1, kBands));
-    const std::uint32_t rows = std::uint32_t(std::min<std::uint64_t>(
-        shape.height, std::max<std::uint64_t>(kMinRows, (wanted / bands + kRowStep - 1) / kRowStep * kRowStep)));
-    // Bands that would cover the frames: the whole frames instead.
     FrameShape trial_shape = shape;
-    std::vector<GopFrames> cuts;
-    if (rows * bands < shape.height) {
-      trial_shape.height = rows;
-      for (std::uint32_t b = 0; b < bands; ++b) {  // centred on (2b + 1) / (2 bands) of the height
-        const std::uint32_t centre = std::uint32_t((2 * std::uint64_t(b) + 1) * shape.height / (2 * bands));
-        const std::uint32_t top = std::min(centre - std::min(centre, rows / 2), shape.height - rows) / kRowStep * kRowStep;
-        cuts.push_back(band(frames, shape, top, rows));
-      }
-    }
+    const std::vector<GopFrames> cuts = trial_bands(frames, shape, trial_shape);
     std::vector<const GopFrames*> trial;
     for (const auto& c : cuts) trial.push_back(&c);
     if (cuts.empty()) trial.push_back(&frames);
@@ -1552,9 +1570,88 @@ std::vector<GopFrames> decode_predicted(const Predictor& predictor, const FrameS
 
 }  // namespace
 
+namespace {
+
+// The frames of a colour GOP through the reversible colour transform (codecs/colour_transform.hpp).
+GopFrames colour_transformed(const GopFrames& frames, const FrameShape& shape, std::size_t count) {
+  const std::size_t plane_size = std::size_t(shape.width) * shape.height;
+  GopFrames out = unwritten_frames(std::min(count, frames.size()), shape.size());
+  for (std::size_t t = 0; t < out.size(); ++t) codecs::forward_rct(frames[t], plane_size, shape.max_value, out[t]);
+  return out;
+}
+
+FrameShape colour_transformed_shape(FrameShape shape) {
+  shape.max_value = codecs::rct_max_value(shape.max_value);
+  return shape;
+}
+
+// Which GOPs take the reversible colour transform: lossless colour GOPs of a classical predictor
+// (a learned one forecasts pixels in [0, M]) whose trial bands (trial_bands, as auto's) code
+// smaller transformed than as they are: a measured choice per GOP. `auto` is measured by its first
+// choice (previous), not by its own trials on both sides. On decoded video, whose chroma was
+// subsampled and is smooth: the film clip 11.6% smaller; vtest 2.4% (docs/colour.md, "A
+// reversible colour transform, chosen per GOP"). The first frames alone misjudge it: Megamind's
+// GOP opens on three near-black frames, where the transform loses 1.9%.
+constexpr std::uint32_t kColourTrialFrames = 3;
+
+std::vector<bool> colour_transform_choices(const Predictor& predictor, const FrameShape& shape,
+                                           std::span<const GopFrames* const> gops, const CodingSettings& settings) {
+  std::vector<bool> chosen(gops.size(), false);
+  if (!settings.colour_transform || shape.channels != 3 || settings.bound.mode != codecs::BoundMode::Lossless ||
+      !codecs::rct_fits(shape.max_value) || !predictor.identity().weights_sha256.empty())
+    return chosen;
+  const auto choices = predictor.choices();
+  const Predictor& trial = choices.empty() ? predictor : *choices[0];
+  CodingSettings trial_settings = settings;
+  trial_settings.zstd_win_level = 0;  // as in auto's trial: a second zstd pass would cost more than the trial
+  for (std::size_t g = 0; g < gops.size(); ++g) {
+    FrameShape trial_shape;
+    std::vector<GopFrames> cuts = trial_bands(*gops[g], shape, trial_shape, kColourTrialFrames);
+    if (cuts.empty()) cuts.push_back(*gops[g]);
+    std::vector<GopFrames> transformed;
+    std::vector<const GopFrames*> plain_list, transformed_list;
+    for (const auto& c : cuts) transformed.push_back(colour_transformed(c, trial_shape, c.size()));
+    for (std::size_t b = 0; b < cuts.size(); ++b) plain_list.push_back(&cuts[b]), transformed_list.push_back(&transformed[b]);
+    std::size_t plain = 0, coded = 0;
+    for (const auto& e : encode_predicted(trial, trial_shape, plain_list, trial_settings)) plain += e.bytes.size();
+    for (const auto& e : encode_predicted(trial, colour_transformed_shape(trial_shape), transformed_list, trial_settings))
+      coded += e.bytes.size();
+    chosen[g] = coded < plain;
+  }
+  return chosen;
+}
+
+}  // namespace
+
 std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape& shape,
                                     std::span<const GopFrames* const> gops, const CodingSettings& settings) {
-  auto encoded = encode_predicted(predictor, shape, gops, settings);
+  const std::vector<bool> transform = colour_transform_choices(predictor, shape, gops, settings);
+  std::vector<EncodedGop> encoded(gops.size());
+  std::vector<const GopFrames*> plain, transformed;
+  std::vector<GopFrames> transformed_frames;
+  std::vector<std::size_t> plain_at, transformed_at;
+  transformed_frames.reserve(gops.size());
+  for (std::size_t g = 0; g < gops.size(); ++g)
+    if (transform[g]) {
+      transformed_frames.push_back(colour_transformed(*gops[g], shape, gops[g]->size()));
+      transformed_at.push_back(g);
+    } else {
+      plain.push_back(gops[g]), plain_at.push_back(g);
+    }
+  for (const auto& frames : transformed_frames) transformed.push_back(&frames);
+  if (!plain.empty()) {
+    auto coded = encode_predicted(predictor, shape, plain, settings);
+    for (std::size_t i = 0; i < plain.size(); ++i) encoded[plain_at[i]] = std::move(coded[i]);
+  }
+  if (!transformed.empty()) {
+    auto coded = encode_predicted(predictor, colour_transformed_shape(shape), transformed, settings);
+    for (std::size_t i = 0; i < transformed.size(); ++i) {
+      EncodedGop& out = encoded[transformed_at[i]];
+      out = std::move(coded[i]);
+      out.bytes.insert(out.bytes.begin(), {kColourChunk, codecs::kRctTransform});
+      out.reconstruction = *gops[transformed_at[i]];  // lossless
+    }
+  }
   if (settings.pixel_chunks)
     for (std::size_t g = 0; g < gops.size(); ++g) {
       try_pixel_chunk(shape, *gops[g], settings, encoded[g]);
@@ -1565,10 +1662,11 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
 
 std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t> head) {
   if (head.empty()) return "?";
+  if (head[0] == kColourChunk) return head.size() < 2 ? "?" : "rct " + chunk_kind(predictor, head.subspan(2));
   if (head[0] == kPixelChunk) return "pixels";
   if (head[0] == kSparseChunk) return "sparse";
   const auto choices = predictor.choices();
-  if (choices.empty() || head.size() < kChunkHeadBytes) return predictor.identity().kind;
+  if (choices.empty() || head.size() < 3) return predictor.identity().kind;  // version, quantizer, choice
   const std::uint8_t choice = chunk_choice(head);
   return choice >= 1 && choice <= choices.size() ? choices[choice - 1]->identity().kind : "?";
 }
@@ -1581,8 +1679,15 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
   std::vector<std::span<const std::uint8_t>> predicted;
   std::vector<std::size_t> counts, where;
   std::vector<GopFrames> frames(chunks.size());
+  std::vector<std::span<const std::uint8_t>> transformed;
+  std::vector<std::size_t> transformed_counts, transformed_at;
   for (std::size_t g = 0; g < chunks.size(); ++g) {
-    if (is_pixel_domain_chunk(chunks[g])) {
+    if (!chunks[g].empty() && chunks[g][0] == kColourChunk) {
+      if (chunks[g].size() < 2 || chunks[g][1] != codecs::kRctTransform) throw DataError("chunk: unknown colour transform");
+      if (shape.channels != 3 || !codecs::rct_fits(shape.max_value) || settings.bound.mode != codecs::BoundMode::Lossless)
+        throw DataError("chunk: a colour transform where the archive cannot have one");
+      transformed.push_back(chunks[g].subspan(2)), transformed_counts.push_back(frame_counts[g]), transformed_at.push_back(g);
+    } else if (is_pixel_domain_chunk(chunks[g])) {
       frames[g] = decode_pixel_domain_chunk(shape, chunks[g], frame_counts[g]);
       if (done) {
         const std::size_t plane_size = std::size_t(shape.width) * shape.height;
@@ -1593,6 +1698,35 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
     } else {
       predicted.push_back(chunks[g]), counts.push_back(frame_counts[g]), where.push_back(g);
     }
+  }
+  if (!transformed.empty()) {
+    // Decoded in the transform's domain, and turned back a band of rows at a time as the last of a
+    // frame's planes finishes them, while they are in cache (a pass over whole frames afterwards
+    // was 12% of colour vtest's decoding); `done` hears of the three planes' rows then.
+    const std::size_t plane_size = std::size_t(shape.width) * shape.height;
+    std::vector<std::vector<std::uint8_t>> planes_finished(transformed.size());
+    for (std::size_t i = 0; i < transformed.size(); ++i) {
+      frames[transformed_at[i]] = unwritten_frames(transformed_counts[i], shape.size());
+      planes_finished[i].assign(transformed_counts[i], 0);
+    }
+    const RowsDone turn_back = [&](std::size_t i, std::size_t t, std::size_t c, std::size_t y0,
+                                   std::span<const std::uint16_t> rows) {
+      const bool last_plane = planes_finished[i][t] == shape.channels - 1;
+      if ((y0 * shape.width + rows.size()) == plane_size) ++planes_finished[i][t];
+      if (!last_plane) return;
+      // `rows` lie in the decoded frame, planar: its start is c planes and y0 rows before them.
+      const std::span<const std::uint16_t> decoded(rows.data() - (c * plane_size + y0 * shape.width), shape.size());
+      const std::size_t g = transformed_at[i];
+      if (!codecs::inverse_rct(decoded, plane_size, shape.max_value, frames[g][t], y0 * shape.width, rows.size()))
+        throw DataError("chunk: the colour transform's planes leave the pixel range");
+      if (done)
+        for (std::size_t k = 0; k < shape.channels; ++k)
+          done(g, t, k, y0, std::span<const std::uint16_t>(frames[g][t]).subspan(k * plane_size + y0 * shape.width, rows.size()));
+    };
+    decode_predicted(predictor, colour_transformed_shape(shape), transformed, transformed_counts, settings, turn_back);
+    for (std::size_t i = 0; i < transformed.size(); ++i)
+      for (const std::uint8_t n : planes_finished[i])
+        if (n != shape.channels) throw DataError("chunk: a colour-transformed frame was not decoded whole");
   }
   if (where.size() == chunks.size()) return decode_predicted(predictor, shape, chunks, frame_counts, settings, done);
   if (!where.empty()) {

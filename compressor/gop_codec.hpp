@@ -42,8 +42,9 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
 
 // What a chunk is, from its first bytes (kChunkHeadBytes, or fewer where the chunk is shorter):
 // "pixels" or "sparse" for chunks in the pixel domain, else the predictor its GOP was coded with
-// (for `auto`, the choice the chunk records), by `predictor`'s identity. For `tezip info`.
-inline constexpr std::size_t kChunkHeadBytes = 3;
+// (for `auto`, the choice the chunk records), by `predictor`'s identity, after "rct " where the GOP
+// went through the colour transform. For `tezip info`.
+inline constexpr std::size_t kChunkHeadBytes = 5;
 std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t> head);
 
 // Mean squared error between two frames of pixels normalised to [0, 1], so that one threshold

@@ -38,6 +38,9 @@ struct CodingSettings {
   // Encoder only: a GOP's pixels through zstd (a pixel chunk, codecs/pixel_frames.hpp) where that
   // is smaller than its predictive chunk.
   bool pixel_chunks = true;
+  // Encoder only: a lossless colour GOP may go through the reversible colour transform where a
+  // trial says it codes smaller (codecs/colour_transform.hpp); false: never.
+  bool colour_transform = true;
   // Encoder only, for auto's trial windows: the key frame is quantized as its reference, but its
   // symbols are left out of the chunk (the same key frame whatever the choice; the trial measures
   // what the choices code differently).

@@ -286,6 +286,7 @@ TEST_CASE("colour channels whose residuals move together are coded as difference
     for (const ErrorBound bound : {ErrorBound{}, ErrorBound{BoundMode::Abs, 2, 0}}) {
       CodingSettings settings;
       settings.bound = bound;
+      settings.colour_transform = false;  // the channel plans under test, on the pixels
       INFO(kind << " " << codecs::describe(bound));
       const GopFrames* gops[] = {&frames};
       const GopFrames* gray_gops[] = {&one_channel};
@@ -326,6 +327,7 @@ TEST_CASE("a colour GOP's channel plans code first the channel the others follow
     for (const ErrorBound bound : {ErrorBound{}, ErrorBound{BoundMode::Abs, 1, 0}}) {
       CodingSettings settings;
       settings.bound = bound;
+      settings.colour_transform = false;  // the channel plans under test, on the pixels
       INFO(kind << " " << codecs::describe(bound));
       const GopFrames* gops[] = {&frames};
       const auto coded = encode_gops(*predictor, colour, gops, settings);
@@ -357,6 +359,7 @@ TEST_CASE("a colour chunk with a bad channel plan is refused with a clear error"
   };
   CodingSettings settings;
   settings.pixel_chunks = false;  // a predictive chunk, whatever the scene
+  settings.colour_transform = false;
   const auto coded = encode_gops(*predictor, colour, gops, settings);
   const auto header = read_colour_header(coded[0].bytes);
   for (const std::uint8_t b : {0x06, 0x07, 0x40, 0x80}) {

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -388,6 +389,43 @@ void make_archives(const std::filesystem::path& work, const std::filesystem::pat
     write_chunk_setup(s, seed);
     seed.insert(seed.end(), encoded[0].bytes.begin(), encoded[0].bytes.end());
     write_seed(out / "chunk", seed);
+  }
+  // A colour-transformed chunk (0x82): decoded colour video in miniature, a drifting texture as
+  // luma and smooth chroma, turned into B, G, R as a decoder does, coded losslessly.
+  {
+    const tezip::FrameShape shape{48, 32, 3, 255};
+    const std::size_t plane = std::size_t(shape.width) * shape.height;
+    tezip::GopFrames frames;
+    std::uint32_t state = 7;
+    std::vector<int> texture(std::size_t(shape.width + 8) * shape.height);
+    for (auto& v : texture) state = state * 1103515245u + 12345u, v = 60 + int((state >> 16) % 120);
+    for (std::uint32_t t = 0; t < 6; ++t) {
+      tezip::Pixels f(shape.size());
+      for (std::uint32_t y = 0; y < shape.height; ++y)
+        for (std::uint32_t x = 0; x < shape.width; ++x) {
+          const int luma = texture[std::size_t(y) * (shape.width + 8) + x + t], u = int(x / 4) - 6, v = int(y / 4) - 4;
+          const std::size_t i = std::size_t(y) * shape.width + x;
+          f[i] = std::uint16_t(std::clamp(luma + 2 * u, 0, 255));
+          f[plane + i] = std::uint16_t(std::clamp(luma - u / 2 - v, 0, 255));
+          f[2 * plane + i] = std::uint16_t(std::clamp(luma + 3 * v / 2, 0, 255));
+        }
+      frames.push_back(std::move(f));
+    }
+    ChunkSetup s;
+    s.shape = shape;
+    s.predictor = "previous";
+    s.frames = frames.size();
+    const auto predictor = tezip::make_classical_predictor(s.predictor);
+    const tezip::GopFrames* gops[] = {&frames};
+    const auto encoded = tezip::encode_gops(*predictor, shape, gops, s.settings);
+    if (!encoded[0].bytes.empty() && encoded[0].bytes[0] == 0x82) {
+      Bytes seed;
+      write_chunk_setup(s, seed);
+      seed.insert(seed.end(), encoded[0].bytes.begin(), encoded[0].bytes.end());
+      write_seed(out / "chunk", seed);
+    } else {
+      std::fprintf(stderr, "fuzz_seeds: the colour scene did not take the colour transform; no such seed\n");
+    }
   }
 }
 

@@ -1,0 +1,168 @@
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cmath>
+#include <random>
+
+#include "codecs/colour_transform.hpp"
+#include "codecs/error_bound.hpp"
+#include "compressor/gop_codec.hpp"
+#include "format/errors.hpp"
+#include "predictor/predictor.hpp"
+
+using namespace tezip;
+using namespace tezip::codecs;
+
+namespace {
+
+// Decoded colour video in miniature: a textured luma drifting one pixel a frame, smooth chroma
+// (as subsampled chroma upsampled), turned into B, G, R planes as a decoder's YUV -> RGB does.
+GopFrames film_frames(const FrameShape& shape, std::size_t frames) {
+  GopFrames out;
+  const std::size_t plane = std::size_t(shape.width) * shape.height;
+  std::mt19937 rng(7);
+  std::vector<int> texture(std::size_t(shape.width + frames) * shape.height);
+  for (auto& v : texture) v = 60 + int(rng() % 120);
+  for (std::size_t t = 0; t < frames; ++t) {
+    Pixels f(shape.size());
+    for (std::uint32_t y = 0; y < shape.height; ++y)
+      for (std::uint32_t x = 0; x < shape.width; ++x) {
+        const double luma = texture[std::size_t(y) * (shape.width + frames) + x + t];
+        const double u = 20 * std::sin(0.05 * x + 0.02 * double(t)), v = 25 * std::cos(0.04 * y);
+        const auto clamp = [](double p) { return std::uint16_t(std::clamp(std::lround(p), 0L, 255L)); };
+        const std::size_t i = std::size_t(y) * shape.width + x;
+        f[i] = clamp(luma + 1.772 * u);                       // B
+        f[plane + i] = clamp(luma - 0.344 * u - 0.714 * v);  // G
+        f[2 * plane + i] = clamp(luma + 1.402 * v);          // R
+      }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the reversible colour transform round-trips every pixel and refuses what leaves the range", "[colour]") {
+  for (const std::uint32_t max_value : {255u, 1023u, 32767u}) {
+    INFO("max " << max_value);
+    const std::size_t plane = 997;
+    std::mt19937 rng(max_value);
+    Pixels bgr(3 * plane), yuv(3 * plane), back(3 * plane);
+    for (std::size_t i = 0; i < bgr.size(); ++i) bgr[i] = std::uint16_t(rng() % (max_value + 1));
+    // The extremes: every corner of the cube.
+    for (std::size_t k = 0; k < 8; ++k)
+      for (std::size_t c = 0; c < 3; ++c) bgr[c * plane + k] = std::uint16_t((k >> c) & 1 ? max_value : 0);
+    forward_rct(bgr, plane, max_value, yuv);
+    for (std::size_t i = 0; i < plane; ++i) {
+      REQUIRE(yuv[i] <= max_value);
+      REQUIRE(yuv[plane + i] <= rct_max_value(max_value));
+      REQUIRE(yuv[2 * plane + i] <= rct_max_value(max_value));
+    }
+    REQUIRE(inverse_rct(yuv, plane, max_value, back));
+    CHECK(back == bgr);
+    // Planes no encoder writes: a luma of 0 under the largest differences gives a negative green,
+    // a luma of M under the smallest a green past M.
+    Pixels damaged = yuv;
+    damaged[0] = 0, damaged[plane] = std::uint16_t(rct_max_value(max_value)), damaged[2 * plane] = damaged[plane];
+    CHECK_FALSE(inverse_rct(damaged, plane, max_value, back));
+    damaged = yuv;
+    damaged[1] = std::uint16_t(max_value), damaged[plane + 1] = 0, damaged[2 * plane + 1] = 0;
+    CHECK_FALSE(inverse_rct(damaged, plane, max_value, back));
+  }
+  CHECK(rct_fits(32767));
+  CHECK_FALSE(rct_fits(65535));
+  Pixels wide(30), out(30);
+  CHECK_THROWS_AS(forward_rct(wide, 10, 65535, out), std::invalid_argument);
+  CHECK_THROWS_AS(forward_rct(wide, 9, 255, out), std::invalid_argument);
+}
+
+TEST_CASE("lossless colour GOPs take the colour transform where it codes smaller, and decode bit for bit", "[colour][gop]") {
+  const auto predictor = make_classical_predictor("auto");
+  const FrameShape shape{96, 64, 3, 255};
+  const GopFrames frames = film_frames(shape, 8);
+  const GopFrames* gops[] = {&frames};
+  const CodingSettings settings;
+  const auto encoded = encode_gops(*predictor, shape, gops, settings);
+  REQUIRE(encoded[0].bytes.size() > 2);
+  REQUIRE(encoded[0].bytes[0] == 0x82);  // a colour-transformed chunk
+  CHECK(encoded[0].bytes[1] == kRctTransform);
+  CHECK(encoded[0].reconstruction == frames);
+  CHECK(chunk_kind(*predictor, std::span(encoded[0].bytes).first(kChunkHeadBytes)).rfind("rct ", 0) == 0);
+  const std::span<const std::uint8_t> chunks[] = {encoded[0].bytes};
+  const std::size_t counts[] = {frames.size()};
+  // Every row heard of once, after the transform is undone.
+  std::size_t rows = 0;
+  const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings,
+                                   [&](std::size_t chunk, std::size_t t, std::size_t c, std::size_t y0, std::span<const std::uint16_t> r) {
+                                     CHECK(chunk == 0);
+                                     const std::size_t plane = std::size_t(shape.width) * shape.height;
+                                     CHECK(std::equal(r.begin(), r.end(), frames[t].begin() + std::ptrdiff_t(c * plane + y0 * shape.width)));
+                                     rows += r.size() / shape.width;
+                                   });
+  CHECK(decoded[0] == frames);
+  CHECK(rows == frames.size() * shape.channels * shape.height);
+  // With other chunks in the same call (a gray-free archive decodes GOPs together).
+  const GopFrames noise = [&] {
+    std::mt19937 rng(3);
+    GopFrames n(4, Pixels(shape.size()));
+    for (auto& f : n)
+      for (auto& v : f) v = std::uint16_t(rng() % 256);
+    return n;
+  }();
+  const GopFrames* both[] = {&noise, &frames};
+  const auto mixed = encode_gops(*predictor, shape, both, settings);
+  // Independent channels: the transform only widens them, and the measured choice leaves them be.
+  CHECK(mixed[0].bytes[0] != 0x82);
+  CHECK(mixed[1].bytes[0] == 0x82);
+  const std::span<const std::uint8_t> mixed_chunks[] = {mixed[0].bytes, mixed[1].bytes};
+  const std::size_t mixed_counts[] = {noise.size(), frames.size()};
+  const auto mixed_back = decode_gops(*predictor, shape, mixed_chunks, mixed_counts, settings);
+  CHECK(mixed_back[0] == noise);
+  CHECK(mixed_back[1] == frames);
+
+  // Damaged or misplaced: an unknown transform, a bounded archive, a gray or a 16-bit shape.
+  auto unknown = encoded[0].bytes;
+  unknown[1] = 2;
+  CHECK_THROWS_AS(decode_gops(*predictor, shape, std::array{std::span<const std::uint8_t>(unknown)}, counts, settings),
+                  DataError);
+  CodingSettings bounded;
+  bounded.bound = ErrorBound{BoundMode::Abs, 2, 0};
+  CHECK_THROWS_AS(decode_gops(*predictor, shape, chunks, counts, bounded), DataError);
+  CHECK_THROWS_AS(decode_gops(*predictor, FrameShape{96, 64, 1, 255}, chunks, counts, settings), DataError);
+  CHECK_THROWS_AS(decode_gops(*predictor, FrameShape{96, 64, 3, 65535}, chunks, counts, settings), DataError);
+  CHECK_THROWS(decode_gops(*predictor, shape, std::array{std::span(encoded[0].bytes).first(encoded[0].bytes.size() / 2)}, counts,
+                           settings));
+  // Bounded modes never transform (the bound holds per channel in RGB).
+  CHECK(encode_gops(*predictor, shape, gops, bounded)[0].bytes[0] != 0x82);
+}
+
+TEST_CASE("the colour transform's inverse gives the same pixels and verdict on every kernel path", "[colour][simd]") {
+  // Planes anywhere in [0, 2M], as the inner chunk may decode them: most of the frame valid, some
+  // pixels outside [0, M] once turned back, the verdict and every valid pixel the same on each path.
+  for (const std::uint32_t max_value : {255u, 1023u, 8191u, 8192u, 32767u}) {
+    for (const bool damaged : {false, true}) {
+      INFO("max " << max_value << (damaged ? ", damaged" : ""));
+      const std::size_t plane = 1000 + max_value % 7;  // a tail after the vectors
+      std::mt19937 rng(max_value + damaged);
+      Pixels bgr(3 * plane), yuv(3 * plane);
+      for (auto& v : bgr) v = std::uint16_t(rng() % (max_value + 1));
+      forward_rct(bgr, plane, max_value, yuv);
+      if (damaged) yuv[rng() % yuv.size()] = std::uint16_t(rng() % (rct_max_value(max_value) + 1)), yuv[plane + 5] = 0;
+      Pixels expected(3 * plane);
+      const bool verdict = inverse_rct(yuv, plane, max_value, expected, 0, SIZE_MAX, SimdPath::portable);
+      CHECK(verdict == !damaged);
+      if (!damaged) CHECK(expected == bgr);
+      for (const SimdPath path : supported_simd_paths()) {
+        Pixels out(3 * plane);
+        CHECK(inverse_rct(yuv, plane, max_value, out, 0, SIZE_MAX, path) == verdict);
+        if (verdict) CHECK(out == expected);
+        // Bands: the same pixels a few rows at a time.
+        Pixels banded(3 * plane);
+        bool all = true;
+        for (std::size_t first = 0; first < plane; first += 97) all = inverse_rct(yuv, plane, max_value, banded, first, 97, path) && all;
+        CHECK(all == verdict);
+        if (verdict) CHECK(banded == expected);
+      }
+    }
+  }
+}
