@@ -1392,17 +1392,17 @@ void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const Co
 }
 
 // The bands of rows through all of a GOP's frames that a trial codes in place of its frames (auto's
-// choice, the colour transform's; encode_predicted says why): as many pixels as kTrialFrames whole
-// frames, up to kBands bands, each at least kMinRows high (a multiple of 16: two rows of motion
-// blocks), spread evenly down the frame, each to be coded as a GOP of its own, `trial_shape` high.
-// None where bands would cover the frames: the trial then codes the GOP itself.
+// choice, the colour transform's; encode_predicted says why): as many pixels as `trial_frames`
+// whole frames, up to kBands bands, each at least kMinRows high (a multiple of 16: two rows of
+// motion blocks), spread evenly down the frame, each to be coded as a GOP of its own, `trial_shape`
+// high. None where bands would cover the frames: the trial then codes the GOP itself.
 std::vector<GopFrames> trial_bands(const GopFrames& frames, const FrameShape& shape, FrameShape& trial_shape,
-                                   std::uint32_t kTrialFrames = 6) {
+                                   std::uint32_t trial_frames = 6) {
   constexpr std::uint32_t kBands = 3, kMinRows = 32, kRowStep = 16;
   trial_shape = shape;
   std::vector<GopFrames> cuts;
   if (frames.empty()) return cuts;
-  const std::uint64_t wanted = (std::uint64_t(shape.height) * kTrialFrames + frames.size() - 1) / frames.size();
+  const std::uint64_t wanted = (std::uint64_t(shape.height) * trial_frames + frames.size() - 1) / frames.size();
   const std::uint32_t bands = std::uint32_t(std::clamp<std::uint64_t>(wanted / kMinRows, 1, kBands));
   const std::uint32_t rows = std::uint32_t(std::min<std::uint64_t>(
       shape.height, std::max<std::uint64_t>(kMinRows, (wanted / bands + kRowStep - 1) / kRowStep * kRowStep)));
@@ -1433,10 +1433,9 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
   // Per GOP, the choice that codes bands of rows through all its frames smallest: a measurement with
   // the real quantizer and coders, not an estimate (the order-0 estimates misjudge how much better
   // context coding does on spatial residuals: on the castle depth maps they favour `previous` by
-  // 25% where `intra` codes 28% smaller). The bands together have as many pixels as kTrialFrames
-  // whole frames: up to kBands of them, each at least kMinRows high (a multiple of 16: two rows of
-  // motion blocks), spread evenly down the frame, each coded as a GOP of its own. So the trial
-  // sees what happens over the whole GOP: a cut or a flash half-way (the colour clip `tree`,
+  // 25% where `intra` codes 28% smaller). The bands (trial_bands: as many pixels as 6 whole frames,
+  // spread down the frame) are each coded as a GOP of its own. So the trial sees what happens over
+  // the whole GOP: a cut or a flash half-way (the colour clip `tree`,
   // frames 76-79, on which `bidirectional` codes 28% larger), and, at abs 2, how the closed loop
   // settles over many frames. Windows of 3 whole frames at the GOP's start and middle, before,
   // saw neither: they chose `bidirectional` for one of tree's GOPs at abs 2 (26% larger than
@@ -1585,15 +1584,19 @@ FrameShape colour_transformed_shape(FrameShape shape) {
   return shape;
 }
 
-// Which GOPs take the reversible colour transform: lossless colour GOPs of a classical predictor
-// (a learned one forecasts pixels in [0, M]) whose trial bands (trial_bands, as auto's) code
-// smaller transformed than as they are: a measured choice per GOP. `auto` is measured by its first
-// choice (previous), not by its own trials on both sides. On decoded video, whose chroma was
-// subsampled and is smooth: the film clip 11.6% smaller; vtest 2.4% (docs/colour.md, "A
-// reversible colour transform, chosen per GOP"). The first frames alone misjudge it: Megamind's
-// GOP opens on three near-black frames, where the transform loses 1.9%.
+// The pixels of a colour trial, in whole frames: half auto's (3 frames gave the same choices as 6
+// on vtest and Megamind, at half the cost).
 constexpr std::uint32_t kColourTrialFrames = 3;
 
+// Which GOPs take the reversible colour transform: lossless colour GOPs of a classical predictor
+// (a learned one forecasts pixels in [0, M]) whose trial bands (trial_bands, as auto's, with the
+// key frame and motion as the GOP will have them) code smaller transformed than as they are: a
+// measured choice per GOP. `auto` is measured by its first choice (previous), not by its own
+// trials on both sides. On decoded video, whose chroma was subsampled and is smooth: the film
+// clip's ratio +10.3%, vtest's +2.5% (docs/colour.md, "A reversible colour transform, chosen per GOP"). The
+// first frames alone misjudge it: Megamind's GOP opens on three near-black frames, where the
+// transform loses 1.9%; without the key frame, or without motion, the bands misjudged vtest and a
+// drifting texture.
 std::vector<bool> colour_transform_choices(const Predictor& predictor, const FrameShape& shape,
                                            std::span<const GopFrames* const> gops, const CodingSettings& settings) {
   std::vector<bool> chosen(gops.size(), false);

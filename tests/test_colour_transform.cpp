@@ -92,13 +92,13 @@ TEST_CASE("lossless colour GOPs take the colour transform where it codes smaller
   const std::size_t counts[] = {frames.size()};
   // Every row heard of once, after the transform is undone.
   std::size_t rows = 0;
-  const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings,
-                                   [&](std::size_t chunk, std::size_t t, std::size_t c, std::size_t y0, std::span<const std::uint16_t> r) {
-                                     CHECK(chunk == 0);
-                                     const std::size_t plane = std::size_t(shape.width) * shape.height;
-                                     CHECK(std::equal(r.begin(), r.end(), frames[t].begin() + std::ptrdiff_t(c * plane + y0 * shape.width)));
-                                     rows += r.size() / shape.width;
-                                   });
+  const std::size_t plane = std::size_t(shape.width) * shape.height;
+  const RowsDone heard = [&](std::size_t chunk, std::size_t t, std::size_t c, std::size_t y0, std::span<const std::uint16_t> r) {
+    CHECK(chunk == 0);
+    CHECK(std::equal(r.begin(), r.end(), frames[t].begin() + std::ptrdiff_t(c * plane + y0 * shape.width)));
+    rows += r.size() / shape.width;
+  };
+  const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings, heard);
   CHECK(decoded[0] == frames);
   CHECK(rows == frames.size() * shape.channels * shape.height);
   // With other chunks in the same call (a gray-free archive decodes GOPs together).
@@ -159,7 +159,8 @@ TEST_CASE("the colour transform's inverse gives the same pixels and verdict on e
         // Bands: the same pixels a few rows at a time.
         Pixels banded(3 * plane);
         bool all = true;
-        for (std::size_t first = 0; first < plane; first += 97) all = inverse_rct(yuv, plane, max_value, banded, first, 97, path) && all;
+        for (std::size_t first = 0; first < plane; first += 97)
+          all = inverse_rct(yuv, plane, max_value, banded, first, 97, path) && all;
         CHECK(all == verdict);
         if (verdict) CHECK(banded == expected);
       }

@@ -289,6 +289,25 @@ void cut_archive(const std::filesystem::path& out, const std::filesystem::path& 
   }
 }
 
+// A chunk target seed of `frames` coded losslessly with `previous`, where its chunk's first byte is
+// `kind` (a chunk mode the scene was made for: the encoder's measured choice may refuse it).
+bool write_chunk_seed(const std::filesystem::path& out, const tezip::FrameShape& shape, const tezip::GopFrames& frames,
+                      std::uint8_t kind) {
+  ChunkSetup s;
+  s.shape = shape;
+  s.predictor = "previous";
+  s.frames = frames.size();
+  const auto predictor = tezip::make_classical_predictor(s.predictor);
+  const tezip::GopFrames* gops[] = {&frames};
+  const auto encoded = tezip::encode_gops(*predictor, shape, gops, s.settings);
+  if (encoded[0].bytes.empty() || encoded[0].bytes[0] != kind) return false;
+  Bytes seed;
+  write_chunk_setup(s, seed);
+  seed.insert(seed.end(), encoded[0].bytes.begin(), encoded[0].bytes.end());
+  write_seed(out / "chunk", seed);
+  return true;
+}
+
 // Small synthetic archives covering every mode, quantizer, predictor, coder and pixel type.
 void make_archives(const std::filesystem::path& work, const std::filesystem::path& out) {
   using tezip::codecs::BoundMode;
@@ -377,18 +396,7 @@ void make_archives(const std::filesystem::path& work, const std::filesystem::pat
           }
       frames.push_back(std::move(f));
     }
-    ChunkSetup s;
-    s.shape = shape;
-    s.predictor = "previous";
-    s.frames = frames.size();
-    const auto predictor = tezip::make_classical_predictor(s.predictor);
-    const tezip::GopFrames* gops[] = {&frames};
-    const auto encoded = tezip::encode_gops(*predictor, shape, gops, s.settings);
-    if (encoded[0].bytes.empty() || encoded[0].bytes[0] != 0x81) continue;
-    Bytes seed;
-    write_chunk_setup(s, seed);
-    seed.insert(seed.end(), encoded[0].bytes.begin(), encoded[0].bytes.end());
-    write_seed(out / "chunk", seed);
+    write_chunk_seed(out, shape, frames, 0x81);
   }
   // A colour-transformed chunk (0x82): decoded colour video in miniature, a drifting texture as
   // luma and smooth chroma, turned into B, G, R as a decoder does, coded losslessly.
@@ -411,21 +419,8 @@ void make_archives(const std::filesystem::path& work, const std::filesystem::pat
         }
       frames.push_back(std::move(f));
     }
-    ChunkSetup s;
-    s.shape = shape;
-    s.predictor = "previous";
-    s.frames = frames.size();
-    const auto predictor = tezip::make_classical_predictor(s.predictor);
-    const tezip::GopFrames* gops[] = {&frames};
-    const auto encoded = tezip::encode_gops(*predictor, shape, gops, s.settings);
-    if (!encoded[0].bytes.empty() && encoded[0].bytes[0] == 0x82) {
-      Bytes seed;
-      write_chunk_setup(s, seed);
-      seed.insert(seed.end(), encoded[0].bytes.begin(), encoded[0].bytes.end());
-      write_seed(out / "chunk", seed);
-    } else {
+    if (!write_chunk_seed(out, shape, frames, 0x82))
       std::fprintf(stderr, "fuzz_seeds: the colour scene did not take the colour transform; no such seed\n");
-    }
   }
 }
 
