@@ -394,6 +394,8 @@ TEST_CASE("the archive does not depend on the thread count", "[cli]") {
   tezip::test::write_synthetic_sequence(dir / "data" / "a", spec);
   spec.channels = 3, spec.bits = 16, spec.seed = 5, spec.frames = 9;
   tezip::test::write_synthetic_sequence(dir / "data" / "b", spec);
+  spec.bits = 8, spec.seed = 6, spec.frames = 7;  // 8-bit colour: lossless GOPs try the colour transform
+  tezip::test::write_synthetic_sequence(dir / "data" / "c", spec);
   const std::string mode = GENERATE(as<std::string>{}, "", "--mode abs --bound 2.5", "--mode pwrel --bound 0.05 --predictor linear",
                                     "--mse-threshold 20");
   CAPTURE(mode);
