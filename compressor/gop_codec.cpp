@@ -1584,9 +1584,10 @@ FrameShape colour_transformed_shape(FrameShape shape) {
   return shape;
 }
 
-// The pixels of a colour trial, in whole frames: half auto's (3 frames gave the same choices as 6
-// on vtest and Megamind, at half the cost).
-constexpr std::uint32_t kColourTrialFrames = 3;
+// The pixels of a colour trial, in whole frames: one band of the least height (32 rows) through
+// the GOP on video. It made the same choices as 3 and 6 frames' worth on vtest, Megamind and the
+// sample; the whole encoding 0.82-0.84x as fast against 0.75-0.78x with 3 (docs/colour.md).
+constexpr std::uint32_t kColourTrialFrames = 1;
 
 // Which GOPs take the reversible colour transform: lossless colour GOPs of a classical predictor
 // (a learned one forecasts pixels in [0, M]) whose trial bands (trial_bands, as auto's, with the
