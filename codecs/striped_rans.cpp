@@ -275,6 +275,14 @@ struct EmitPermutations {
 };
 constexpr EmitPermutations kEmitPermutations;
 
+// Columns [x0, x1) of a row step of `lanes` stripes, all active, from `values` ([column][lane]) to
+// the stripes' rows, one value at a time: the SIMD kernels' columns past their last whole tile.
+inline void store_columns(const std::uint32_t* values, std::size_t lanes, std::uint32_t* const* rows, std::size_t x0,
+                          std::size_t x1) {
+  for (std::size_t x = x0; x < x1; ++x)
+    for (std::size_t l = 0; l < lanes; ++l) rows[l][x] = values[x * lanes + l];
+}
+
 // 8 columns of a row step of 8 G stripes, all active, from `values` ([column][lane], column x
 // first) to the stripes' rows at column x: 8 x 8 tiles transposed in registers (8 columns of 8
 // lanes in, 8 lanes' rows of 8 columns out).

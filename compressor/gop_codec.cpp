@@ -1610,12 +1610,14 @@ std::vector<bool> colour_transform_choices(const Predictor& predictor, const Fra
   trial_settings.zstd_win_level = 0;  // as in auto's trial: a second zstd pass would cost more than the trial
   for (std::size_t g = 0; g < gops.size(); ++g) {
     FrameShape trial_shape;
-    std::vector<GopFrames> cuts = trial_bands(*gops[g], shape, trial_shape, kColourTrialFrames);
-    if (cuts.empty()) cuts.push_back(*gops[g]);
-    std::vector<GopFrames> transformed;
+    const std::vector<GopFrames> cuts = trial_bands(*gops[g], shape, trial_shape, kColourTrialFrames);
     std::vector<const GopFrames*> plain_list, transformed_list;
-    for (const auto& c : cuts) transformed.push_back(colour_transformed(c, trial_shape, c.size()));
-    for (std::size_t b = 0; b < cuts.size(); ++b) plain_list.push_back(&cuts[b]), transformed_list.push_back(&transformed[b]);
+    for (const auto& c : cuts) plain_list.push_back(&c);
+    if (cuts.empty()) plain_list.push_back(gops[g]);  // bands would cover the frames: the GOP itself
+    std::vector<GopFrames> transformed;
+    transformed.reserve(plain_list.size());
+    for (const GopFrames* c : plain_list) transformed.push_back(colour_transformed(*c, trial_shape, c->size()));
+    for (const auto& c : transformed) transformed_list.push_back(&c);
     std::size_t plain = 0, coded = 0;
     for (const auto& e : encode_predicted(trial, trial_shape, plain_list, trial_settings)) plain += e.bytes.size();
     for (const auto& e : encode_predicted(trial, colour_transformed_shape(trial_shape), transformed_list, trial_settings))
@@ -1631,29 +1633,26 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
                                     std::span<const GopFrames* const> gops, const CodingSettings& settings) {
   const std::vector<bool> transform = colour_transform_choices(predictor, shape, gops, settings);
   std::vector<EncodedGop> encoded(gops.size());
-  std::vector<const GopFrames*> plain, transformed;
-  std::vector<GopFrames> transformed_frames;
-  std::vector<std::size_t> plain_at, transformed_at;
-  transformed_frames.reserve(gops.size());
-  for (std::size_t g = 0; g < gops.size(); ++g)
-    if (transform[g]) {
-      transformed_frames.push_back(colour_transformed(*gops[g], shape, gops[g]->size()));
-      transformed_at.push_back(g);
-    } else {
-      plain.push_back(gops[g]), plain_at.push_back(g);
-    }
-  for (const auto& frames : transformed_frames) transformed.push_back(&frames);
-  if (!plain.empty()) {
-    auto coded = encode_predicted(predictor, shape, plain, settings);
-    for (std::size_t i = 0; i < plain.size(); ++i) encoded[plain_at[i]] = std::move(coded[i]);
-  }
-  if (!transformed.empty()) {
-    auto coded = encode_predicted(predictor, colour_transformed_shape(shape), transformed, settings);
-    for (std::size_t i = 0; i < transformed.size(); ++i) {
-      EncodedGop& out = encoded[transformed_at[i]];
+  // The GOPs as they are, then the transformed ones (their frames turned here), each set in one
+  // lockstep call.
+  for (const bool rct : {false, true}) {
+    std::vector<GopFrames> turned;
+    std::vector<const GopFrames*> subset;
+    std::vector<std::size_t> where;
+    for (std::size_t g = 0; g < gops.size(); ++g)
+      if (transform[g] == rct) {
+        if (rct) turned.push_back(colour_transformed(*gops[g], shape, gops[g]->size()));
+        where.push_back(g);
+      }
+    if (where.empty()) continue;
+    for (std::size_t i = 0; i < where.size(); ++i) subset.push_back(rct ? &turned[i] : gops[where[i]]);
+    auto coded = encode_predicted(predictor, rct ? colour_transformed_shape(shape) : shape, subset, settings);
+    for (std::size_t i = 0; i < where.size(); ++i) {
+      EncodedGop& out = encoded[where[i]];
       out = std::move(coded[i]);
+      if (!rct) continue;
       out.bytes.insert(out.bytes.begin(), {kColourChunk, codecs::kRctTransform});
-      out.reconstruction = *gops[transformed_at[i]];  // lossless
+      out.reconstruction = *gops[where[i]];  // lossless
     }
   }
   if (settings.pixel_chunks)

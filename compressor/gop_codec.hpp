@@ -26,7 +26,8 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
 
 // Told of a plane's rows as soon as their pixels are final, while they are in cache (a checksum's
 // moment): the chunk's index in decode_gops' `chunks`, the frame's in its GOP, the channel, the
-// first row, whole rows of pixels (valid as long as the decoded frames). A plane's rows come in
+// first row, whole rows of pixels (valid as long as the decoded frames; they lie in the decoded
+// frame's planar buffer, which starts `channel` planes and `first_row` rows before them). A plane's rows come in
 // order, a few at a time or all at once; colour planes finish in their channel plan's order, the
 // frames of bidirectional GOPs out of order.
 using RowsDone = std::function<void(std::size_t chunk, std::size_t frame, std::size_t channel, std::size_t first_row,
