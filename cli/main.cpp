@@ -2,7 +2,6 @@
 // (0 ok, 1 usage, 2 input or data error). All the work happens in compressor/.
 #include <cxxopts.hpp>
 #include <malloc.h>
-#include <sys/mman.h>
 
 #include <climits>
 #include <cmath>
@@ -768,27 +767,6 @@ int dispatch(int argc, char** argv) {
   throw UsageError("unknown command '" + command + "'");
 }
 
-#ifdef M_MMAP_MAX
-// The first touch of each 4 KiB page of the heap is a page fault, and a GOP's buffers are tens of
-// MB: faults were 40% of `verify -T 1` on castle (8,000 for 24.6 MB of pixels) and a third of its
-// time went to the kernel. The heap's first kHugeHeap bytes are grown at once and marked for
-// transparent huge pages (where the kernel offers them on request: `madvise` mode), then freed
-// into the heap's top, untouched, so that every later block carved from them faults in 2 MiB at a
-// time. Memory is committed only as it is touched, as before. glibc only (the heap of brk); where
-// the kernel refuses, nothing changes. 1.5 GiB: compressing 768x576 colour GOPs of 32 frames
-// peaked at 1.2 GB (0.95 GB now; more with -T 2), and with 512 MiB the rest faulted in 4 KiB at a
-// time (154,000 faults, 14% of the run; 1.09x faster with it all on huge pages: docs/performance.md).
-void reserve_huge_page_heap() {
-  constexpr std::size_t kHugeHeap = std::size_t{1536} << 20;  // below M_TRIM_THRESHOLD: kept after free
-  constexpr std::uintptr_t kHugePage = std::uintptr_t{2} << 20;
-  void* block = std::malloc(kHugeHeap);
-  if (block == nullptr) return;
-  const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(block) + kHugePage - 1) & ~(kHugePage - 1);
-  const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(block) + kHugeHeap) & ~(kHugePage - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-  std::free(block);
-}
-#endif
 
 }  // namespace
 }  // namespace tezip::cli
@@ -801,12 +779,13 @@ int main(int argc, char** argv) {
   // the heap for the next GOP instead of returning it to the kernel and faulting it in anew
   // (measured: page faults were 20% of `verify -T 1` and 26% of compressing vtest). glibc serves
   // blocks above 32 MiB with mmap whatever the threshold, so mmap is turned off. glibc only; the
-  // library leaves the process's allocator alone.
+  // library leaves the process's allocator alone. The heap is not marked for transparent huge
+  // pages any more: on a fresh VM each 2 MiB fault took about 10 ms of system time (the host
+  // backing the page), 8-10 s of a 10 s compression (docs/performance.md, "No huge pages").
 #ifdef M_MMAP_MAX
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_ARENA_MAX, 1);
-  mallopt(M_TRIM_THRESHOLD, INT_MAX);  // above the reserved heap (an int: at most 2 GiB)
-  cli::reserve_huge_page_heap();
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);  // an int: at most 2 GiB kept
 #endif
   try {
     // A TEZIP_SIMD this CPU cannot run is one error line here, not one per GOP later.
