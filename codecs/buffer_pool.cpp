@@ -1,6 +1,7 @@
 #include "codecs/buffer_pool.hpp"
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <bit>
 #include <cstdlib>
@@ -38,15 +39,28 @@ struct Pool {
 
 Pool& pool();
 
+// The pool's blocks are mappings of their own, not malloc's: where malloc puts a block depends on
+// the process's history (glibc raises its mmap threshold up to 32 MiB as large blocks are freed, so
+// in a process that has freed large tensors or frames, blocks below that come from malloc's arenas,
+// which give memory back and fault it in again as they shrink and grow). A DataLoader worker forked
+// from such a process decoded colour vtest at 75-140 frames/s instead of 390-420
+// (docs/performance.md, "The buffer pool's own mappings").
+void* map_block(std::size_t size) {
+  void* block = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (block == MAP_FAILED) throw std::bad_alloc();
+  return block;
+}
+void unmap_block(void* block, std::size_t size) noexcept { ::munmap(block, size); }
+
 // A forked child (a DataLoader worker) does not take over its parent's blocks: writing them would
 // copy each page from the parent. The pool's lock is held across fork so the child finds the
-// lists consistent; the child then frees its copies of the blocks (its own mappings).
+// lists consistent; the child then unmaps its copies of the blocks (its own mappings).
 void lock_for_fork() { pool().mutex.lock(); }
 void unlock_in_parent() { pool().mutex.unlock(); }
 void empty_in_child() {
   Pool& p = pool();
   for (auto& [size, blocks] : p.free)
-    for (void* block : blocks) std::free(block);
+    for (void* block : blocks) unmap_block(block, size);
   p.free.clear();
   p.held = 0;
   p.mutex.unlock();
@@ -76,9 +90,7 @@ void* pooled_acquire(std::size_t bytes) {
       return block;
     }
   }
-  void* block = std::malloc(size);
-  if (block == nullptr) throw std::bad_alloc();
-  return block;
+  return map_block(size);
 }
 
 void pooled_release(void* block, std::size_t bytes) noexcept {
@@ -97,7 +109,7 @@ void pooled_release(void* block, std::size_t bytes) noexcept {
       }
     }
   }
-  std::free(block);
+  unmap_block(block, size);
 }
 
 std::size_t pooled_bytes() {

@@ -4,8 +4,9 @@
 // faults its buffers in again, page by page, zeroed by the kernel. On this project's machines a
 // third or more of a Python loader's time went there (docs/performance.md, "Buffers kept for
 // reuse"). Blocks of at least kPooledBytes freed through BufferAllocator are kept, by size class,
-// up to a cap on the bytes kept, and handed out again; nothing else in the process changes (the
-// host's malloc settings stay as they are).
+// up to a cap on the bytes kept, and handed out again. The blocks are anonymous mappings of the
+// pool's own (mmap), so where they live never depends on malloc's state in the host process
+// ("The buffer pool's own mappings"); the host's malloc settings stay as they are.
 #include <cstddef>
 #include <memory>
 #include <new>

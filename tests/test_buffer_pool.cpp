@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <malloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,6 +57,35 @@ TEST_CASE("a forked child starts with an empty pool", "[pool]") {
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(codecs::pooled_bytes() >= 2 * kPooledBytes);  // the parent keeps its blocks
+}
+
+TEST_CASE("the pool's blocks are mappings of their own, whatever malloc's thresholds", "[pool]") {
+  // A process that has freed large blocks (tensors, frames) has glibc's mmap threshold raised up to
+  // 32 MiB; malloc would then carve a 1 MiB block out of an arena that shrinks and grows (and
+  // faults its pages in again). The pool maps its blocks itself: page-aligned, in any process.
+  // Checked in a child, so that the threshold set here changes no other test.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+#ifdef M_MMAP_THRESHOLD
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+#endif
+    const std::size_t page = std::size_t(::sysconf(_SC_PAGESIZE));
+    bool aligned = true;
+    std::vector<std::pair<void*, std::size_t>> blocks;
+    for (std::size_t bytes = kPooledBytes; bytes <= (std::size_t{4} << 20); bytes = bytes * 3 / 2) {
+      void* block = codecs::pooled_acquire(bytes);
+      std::memset(block, 1, bytes);
+      aligned = aligned && reinterpret_cast<std::uintptr_t>(block) % page == 0;
+      blocks.emplace_back(block, bytes);
+    }
+    for (const auto& [block, bytes] : blocks) codecs::pooled_release(block, bytes);
+    ::_exit(aligned ? 0 : 1);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("decoded frames do not depend on what pooled blocks held before", "[pool][gop]") {
