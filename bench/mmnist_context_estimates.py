@@ -52,7 +52,8 @@ def key_frame_bits(f):
     for y in range(2, h + 2):
         for x in range(2, w + 2):
             W, N, NW, NE, WW, NN = g[y, x - 1], g[y - 1, x], g[y - 1, x - 1], g[y - 1, x + 1], g[y, x - 2], g[y - 2, x]
-            ctx = (W > 0) + 2 * (N > 0) + 4 * (NW > 0) + 8 * (NE > 0) + 16 * (WW > 0) + 32 * (NN > 0) + 64 * (W > 128) + 128 * (N > 128)
+            ctx = ((W > 0) + 2 * (N > 0) + 4 * (NW > 0) + 8 * (NE > 0) + 16 * (WW > 0) + 32 * (NN > 0)
+                   + 64 * (W > 128) + 128 * (N > 128))
             v = g[y, x]
             total += cost(zc[ctx], int(v != 0))
             if v:
@@ -82,7 +83,8 @@ def later_frames_bits(seq, block=8, reach=6):
                             best = (e, dy, dx)
                 _, dy, dx = best
                 vectors[(by, bx)] = (dy, dx)
-                mc[by:by + block, bx:bx + block] = ref[by + reach + dy:by + reach + dy + block, bx + reach + dx:bx + reach + dx + block]
+                top, left = by + reach + dy, bx + reach + dx
+                mc[by:by + block, bx:bx + block] = ref[top:top + block, left:left + block]
                 pred = vectors.get((by, bx - block), vectors.get((by - block, bx), (0, 0)))
                 total += cost(same, int((dy, dx) != pred))
                 if (dy, dx) != pred:

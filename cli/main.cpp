@@ -767,7 +767,6 @@ int dispatch(int argc, char** argv) {
   throw UsageError("unknown command '" + command + "'");
 }
 
-
 }  // namespace
 }  // namespace tezip::cli
 

@@ -43,7 +43,7 @@ Pool& pool();
 // the process's history (glibc raises its mmap threshold up to 32 MiB as large blocks are freed, so
 // in a process that has freed large tensors or frames, blocks below that come from malloc's arenas,
 // which give memory back and fault it in again as they shrink and grow). A DataLoader worker forked
-// from such a process decoded colour vtest at 75-140 frames/s instead of 390-420
+// from such a process decoded colour vtest at 57-141 frames/s instead of 390-420
 // (docs/performance.md, "The buffer pool's own mappings").
 void* map_block(std::size_t size) {
   void* block = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
