@@ -360,6 +360,10 @@ int run_compress(int argc, char** argv) {
                   report.adapt_val_mse / report.adapt_previous_mse);
     if (args.count("adapt") && !(report.adapt_val_mse < report.adapt_previous_mse))
       std::printf("note: the adapted model does not beat the previous frame here; --predictor auto is likely smaller and faster\n");
+    if (report.batches_in_flight > 0)
+      std::printf("note: coded %zu GOP batch%s at a time, not 2 per thread: each needs about %s, and %s of memory was available\n",
+                  report.batches_in_flight, report.batches_in_flight == 1 ? "" : "es",
+                  human_bytes(double(report.batch_memory_bytes)).c_str(), human_bytes(double(report.available_memory_bytes)).c_str());
   }
   return kOk;
 }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "compressor/grouper.hpp"
+#include "compressor/memory_budget.hpp"
 #include "compressor/thread_pool.hpp"
 #include "format/errors.hpp"
 #include "io/output_path.hpp"
@@ -146,6 +147,10 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   std::deque<PendingBatch> pending;
   std::uint64_t done = 0;
   std::size_t batch_size = 1;
+  // Batches in flight (coded or read ahead), per sequence: as many as the memory holds
+  // (compressor/memory_budget.hpp), up to 2 per thread.
+  std::size_t in_flight = 2 * std::size_t(threads);
+  CompressReport report;
 
   auto finish_oldest = [&] {
     PendingBatch p = std::move(pending.front());
@@ -180,8 +185,8 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
       return encode_gops(*predictor, shape, gops, coding);
     });
     pending.push_back(std::move(p));
-    // Bounded look-ahead keeps memory to a few batches per thread.
-    while (pending.size() > 2 * std::size_t(threads)) finish_oldest();
+    // Bounded look-ahead keeps memory to a few batches per thread, or to what the memory holds.
+    while (pending.size() > in_flight) finish_oldest();
   };
 
   auto submit = [&](std::size_t sequence, std::size_t first, const FrameShape& shape, GopFrames&& frames) {
@@ -209,6 +214,15 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
     // Batches as large as the predictor likes, but small enough that every thread gets work.
     const std::size_t gops_here = dynamic ? source.frame_count() : (source.frame_count() + max_gop - 1) / max_gop;
     batch_size = std::clamp<std::size_t>((gops_here + threads - 1) / threads, 1, std::max<std::size_t>(1, predictor->preferred_batch()));
+    const std::uint64_t batch_bytes = gop_memory_bytes(source.geometry(), std::min<std::uint64_t>(max_gop, source.frame_count())) * batch_size;
+    const std::uint64_t available = available_memory_bytes();
+    in_flight = batches_in_flight(threads, batch_bytes, available);
+    if (in_flight < 2 * std::size_t(threads) &&
+        (report.batches_in_flight == 0 || in_flight < report.batches_in_flight)) {
+      report.batches_in_flight = in_flight;
+      report.batch_memory_bytes = batch_bytes;
+      report.available_memory_bytes = available;
+    }
     GopFrames current;
     std::size_t first = 0;
     Grouper grouper(*predictor, shape, options.gop, max_gop);
@@ -231,7 +245,6 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   }
   while (!pending.empty()) finish_oldest();
 
-  CompressReport report;
   report.sequences = index.sequences.size();
   report.frames = index.frame_count();
   report.chunks = index.chunks.size();

@@ -46,6 +46,11 @@ struct CompressReport {
   // --adapt: training time, and the kept model's next-frame MSE on held-out clips of the input
   // against the previous frame's.
   double adapt_seconds = 0, adapt_val_mse = 0, adapt_previous_mse = 0;
+  // Where the memory available (compressor/memory_budget.hpp) held fewer GOP batches than the
+  // threads would code at once: the most that were in flight (else 0), each batch's estimate, and
+  // the memory that was available then.
+  std::size_t batches_in_flight = 0;
+  std::uint64_t batch_memory_bytes = 0, available_memory_bytes = 0;
 };
 
 // Compresses INPUT (see open_sources) into the archive `output`, written atomically.

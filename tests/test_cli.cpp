@@ -409,6 +409,25 @@ TEST_CASE("the archive does not depend on the thread count", "[cli]") {
   CHECK(one == read_file(dir / "t5.tzp"));
 }
 
+TEST_CASE("where memory holds fewer GOPs than the threads would code, the archive is the same and a note says so",
+          "[cli]") {
+  tezip::test::TempDir dir("tezip-test-cli");
+  tezip::test::SyntheticSpec spec;
+  spec.frames = 12;
+  tezip::test::write_synthetic_sequence(dir / "data", spec);
+  const std::string base = "compress " + quote(dir / "data") + " --gop 3 -T 2";
+  const auto free_run = tezip_cli(base + " -o " + quote(dir / "free.tzp"), "TEZIP_MEMORY_MB=65536");
+  REQUIRE(free_run.code == 0);
+  CHECK_THAT(free_run.output, !Contains("at a time"));
+  // No memory at all: one GOP at a time.
+  const auto tight = tezip_cli(base + " -o " + quote(dir / "tight.tzp"), "TEZIP_MEMORY_MB=0");
+  REQUIRE(tight.code == 0);
+  CHECK_THAT(tight.output, Contains("note: coded 1 GOP batch at a time, not 2 per thread"));
+  CHECK(read_file(dir / "tight.tzp") == read_file(dir / "free.tzp"));
+  CHECK(tezip_cli("compress -q " + quote(dir / "data") + " --gop 3 -T 2 -o " + quote(dir / "quiet.tzp"), "TEZIP_MEMORY_MB=0")
+            .output.empty());
+}
+
 TEST_CASE("every kernel path (TEZIP_SIMD) writes and reads the same bytes", "[cli][simd]") {
   tezip::test::TempDir dir("tezip-test-cli");
   tezip::test::SyntheticSpec spec;
