@@ -214,7 +214,8 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
     // Batches as large as the predictor likes, but small enough that every thread gets work.
     const std::size_t gops_here = dynamic ? source.frame_count() : (source.frame_count() + max_gop - 1) / max_gop;
     batch_size = std::clamp<std::size_t>((gops_here + threads - 1) / threads, 1, std::max<std::size_t>(1, predictor->preferred_batch()));
-    const std::uint64_t batch_bytes = gop_memory_bytes(source.geometry(), std::min<std::uint64_t>(max_gop, source.frame_count())) * batch_size;
+    const std::uint64_t gop_frames = std::min<std::uint64_t>(max_gop, source.frame_count());
+    const std::uint64_t batch_bytes = gop_memory_bytes(source.geometry(), gop_frames) * batch_size;
     const std::uint64_t available = available_memory_bytes();
     in_flight = batches_in_flight(threads, batch_bytes, available);
     if (in_flight < 2 * std::size_t(threads) &&
