@@ -1,6 +1,7 @@
 #include "codecs/colour_transform.hpp"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -43,18 +44,20 @@ void check(std::size_t in, std::size_t out, std::size_t plane_size) {
 }
 #endif
 
+// The three planes of a planar frame.
+template <class T>
+std::array<T*, 3> planes_of(T* frame, std::size_t plane_size) {
+  return {frame, frame + plane_size, frame + 2 * plane_size};
+}
+
 }  // namespace
 
 void forward_rct(std::span<const std::uint16_t> bgr, std::size_t plane_size, std::uint32_t max_value,
                  std::span<std::uint16_t> out) {
   check(bgr.size(), out.size(), plane_size);
   if (!rct_fits(max_value)) throw std::invalid_argument("colour transform: pixels too wide");
-  const std::uint16_t* b = bgr.data();
-  const std::uint16_t* g = b + plane_size;
-  const std::uint16_t* r = g + plane_size;
-  std::uint16_t* y = out.data();
-  std::uint16_t* u = y + plane_size;
-  std::uint16_t* v = u + plane_size;
+  const auto [b, g, r] = planes_of(bgr.data(), plane_size);
+  const auto [y, u, v] = planes_of(out.data(), plane_size);
   const std::int32_t m = std::int32_t(max_value);
   for (std::size_t i = 0; i < plane_size; ++i) {
     const std::int32_t bi = b[i], gi = g[i], ri = r[i];
@@ -69,12 +72,8 @@ bool inverse_rct(std::span<const std::uint16_t> yuv, std::size_t plane_size, std
   check(yuv.size(), out.size(), plane_size);
   if (first > plane_size) throw std::invalid_argument("colour transform: rows past the plane");
   const std::size_t end = first + std::min(count, plane_size - first);
-  const std::uint16_t* y = yuv.data();
-  const std::uint16_t* u = y + plane_size;
-  const std::uint16_t* v = u + plane_size;
-  std::uint16_t* b = out.data();
-  std::uint16_t* g = b + plane_size;
-  std::uint16_t* r = g + plane_size;
+  const auto [y, u, v] = planes_of(yuv.data(), plane_size);
+  const auto [b, g, r] = planes_of(out.data(), plane_size);
   const std::int32_t m = std::int32_t(max_value);
   std::uint32_t outside = 0;  // any pixel past the range, compared unsigned (below 0 wraps above)
   if (!simd_supported(path)) throw std::invalid_argument("colour transform: this CPU cannot run the kernel path");

@@ -148,8 +148,10 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   std::uint64_t done = 0;
   std::size_t batch_size = 1;
   // Batches in flight (coded or read ahead), per sequence: as many as the memory holds
-  // (compressor/memory_budget.hpp), up to 2 per thread.
+  // (compressor/memory_budget.hpp), up to 2 per thread. The memory left is read once, not per
+  // sequence (a dataset may hold thousands of small ones).
   std::size_t in_flight = 2 * std::size_t(threads);
+  const std::uint64_t available = available_memory_bytes();
   CompressReport report;
 
   auto finish_oldest = [&] {
@@ -216,7 +218,6 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
     batch_size = std::clamp<std::size_t>((gops_here + threads - 1) / threads, 1, std::max<std::size_t>(1, predictor->preferred_batch()));
     const std::uint64_t gop_frames = std::min<std::uint64_t>(max_gop, source.frame_count());
     const std::uint64_t batch_bytes = gop_memory_bytes(source.geometry(), gop_frames) * batch_size;
-    const std::uint64_t available = available_memory_bytes();
     in_flight = batches_in_flight(threads, batch_bytes, available);
     if (in_flight < 2 * std::size_t(threads) &&
         (report.batches_in_flight == 0 || in_flight < report.batches_in_flight)) {
