@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <optional>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -49,7 +51,9 @@ const char* kUsageText =
     "  verify IN.tzp [--against INPUT]  check every checksum; with the original, the error bound\n"
     "  batch INPUT -o OUTDIR        compress a dataset as shards, under mpirun or as Slurm array tasks\n"
     "  train DATASET... -o MODEL    train a PredNet predictor on sequences of frames (docs/training.md)\n"
-    "  convert-model IN.tzm -o OUT.tzm  rewrite a version-1 model file (torch::save weights) as version 2\n"
+    "  convert-model IN.tzm -o OUT.tzm  rewrite a version-1 model file (torch::save weights) as version 2,\n"
+    "                                   or with --compact BITS any model as version 3 (about 4x smaller);\n"
+    "                                   IN may be an archive written with --adapt: its model is extracted\n"
     "IN.tzp may also be the index.json a batch job writes: its shards then act as one archive.\n"
     "--predictor prednet with the default --arithmetic exact needs no libtorch. What does: train,\n"
     "convert-model, --arithmetic float32 (and its archives), version-1 model files"
@@ -281,7 +285,15 @@ void add_adapt_options(cxxopts::Options& options, const std::string& then) {
       cxxopts::value<std::string>())(
       "forecast", "prednet --adapt: residual (a correction to the previous frame, starts at --predictor previous) or frame (PredNet's own)",
       cxxopts::value<std::string>()->default_value("residual"))(
-      "seed", "prednet --adapt: the seed of the clips, crops and random weights", cxxopts::value<std::uint64_t>()->default_value("1"));
+      "seed", "prednet --adapt: the seed of the clips, crops and random weights", cxxopts::value<std::uint64_t>()->default_value("1"))(
+      "weight-bits", "prednet --adapt: the embedded model's weights rounded to BITS bits of their channel's scale (2..16; 0: exact)",
+      cxxopts::value<int>()->default_value("8"), "BITS");
+}
+
+// compress only: batch shards share one model, adapted before any shard is coded.
+void add_keep_adapted_option(cxxopts::Options& options) {
+  options.add_options()("keep-adapted", "prednet --adapt: keep the adapted PredNet's archive even where --predictor auto's, "
+                                        "which --adapt also codes, is smaller");
 }
 
 void adapt_options(const cxxopts::ParseResult& args, CompressOptions& compress) {
@@ -301,6 +313,9 @@ void adapt_options(const cxxopts::ParseResult& args, CompressOptions& compress) 
     if (forecast != "residual" && forecast != "frame") throw UsageError("--forecast must be residual or frame");
     compress.adapt.residual = forecast == "residual";
     compress.adapt.seed = args["seed"].as<std::uint64_t>();
+    compress.adapt.weight_bits = args["weight-bits"].as<int>();
+    if (compress.adapt.weight_bits != 0 && (compress.adapt.weight_bits < 2 || compress.adapt.weight_bits > 16))
+      throw UsageError("--weight-bits takes 0 (exact) or 2..16");
     if (args.count("stack")) {
       if (args.count("model")) throw UsageError("give --model (fine-tune it) or --stack (train from scratch), not both");
       std::vector<int> stack;
@@ -337,6 +352,7 @@ int run_compress(int argc, char** argv) {
       "o,output", "archive to write", cxxopts::value<std::string>())("f,force", "overwrite the output");
   add_coding_options(options);
   add_adapt_options(options, "then code with it and embed it in the archive");
+  add_keep_adapted_option(options);
   add_source_options(options);
   options.parse_positional({"input"});
   const auto args = parse(options, argc, argv, "INPUT -o OUT.tzp");
@@ -344,6 +360,7 @@ int run_compress(int argc, char** argv) {
 
   CompressOptions compress = coding_options(args);
   adapt_options(args, compress);
+  compress.adapt_keep_smaller = !args.count("keep-adapted");
   compress.overwrite = args.count("force") > 0;
   const bool quiet = args.count("quiet") > 0;
   ProgressBar bar("compress", !quiet);
@@ -355,10 +372,18 @@ int run_compress(int argc, char** argv) {
                 human_bytes(double(report.archive_bytes)).c_str(), double(report.raw_bytes) / double(report.archive_bytes),
                 double(report.raw_bytes) / report.seconds / 1e6);
     if (args.count("adapt"))
-      std::printf("adapted PredNet in %.1f s: next-frame MSE %.6f on held-out clips, previous frame %.6f (x%.3f); embedded\n",
+      std::printf("adapted PredNet in %.1f s: next-frame MSE %.6f on held-out clips, previous frame %.6f (x%.3f)%s\n",
                   report.adapt_seconds, report.adapt_val_mse, report.adapt_previous_mse,
-                  report.adapt_val_mse / report.adapt_previous_mse);
-    if (args.count("adapt") && !(report.adapt_val_mse < report.adapt_previous_mse))
+                  report.adapt_val_mse / report.adapt_previous_mse, report.kept_classical ? "" : "; embedded");
+    if (report.kept_classical)
+      std::printf("note: kept --predictor auto's archive (%s), smaller than the adapted PredNet's with its model (%s); "
+                  "--keep-adapted keeps PredNet's\n",
+                  human_bytes(double(report.classical_bytes)).c_str(), human_bytes(double(report.adapted_bytes)).c_str());
+    else if (report.classical_bytes > 0)
+      std::printf("the adapted PredNet's archive, its model included, is %.2f%% smaller than --predictor auto's (%s)\n",
+                  100.0 * (1.0 - double(report.adapted_bytes) / double(report.classical_bytes)),
+                  human_bytes(double(report.classical_bytes)).c_str());
+    else if (args.count("adapt") && !(report.adapt_val_mse < report.adapt_previous_mse))
       std::printf("note: the adapted model does not beat the previous frame here; --predictor auto is likely smaller and faster\n");
     if (report.batches_in_flight > 0)
       std::printf("note: coded %zu GOP batch%s at a time, not 2 per thread: each needs about %s, and %s of memory was available\n",
@@ -685,37 +710,66 @@ int run_info(int argc, char** argv) {
 }
 
 // `tezip convert-model`: a version-1 model file (weights as a torch::save stream, which only
-// libtorch reads) rewritten as version 2 (a tensor list), the same float32 values bit for bit.
+// libtorch reads) rewritten as version 2 (a tensor list), the same float32 values bit for bit; with
+// --compact, any model rewritten as version 3 (the compact list), rounded to BITS bits first unless 0.
 int run_convert_model(int argc, char** argv) {
   cxxopts::Options options("tezip convert-model",
-                           "Rewrite a version-1 PredNet model file as version 2, which tezip reads without libtorch.");
-  options.add_options()("h,help", "show this help")("q,quiet", "no summary")("input", "model file", cxxopts::value<std::string>())(
-      "o,output", "the version-2 model file to write", cxxopts::value<std::string>())("f,force", "overwrite the output");
+                           "Rewrite a version-1 PredNet model file as version 2, which tezip reads without libtorch, "
+                           "or any model file as version 3, compact.");
+  options.add_options()("h,help", "show this help")("q,quiet", "no summary")(
+      "input", "model file, or an archive that carries its model", cxxopts::value<std::string>())("o,output", "the model file to write", cxxopts::value<std::string>())("f,force", "overwrite the output")(
+      "compact", "write version 3, each weight rounded to BITS significant bits of its channel's scale (2..16; 0: exact)",
+      cxxopts::value<int>(), "BITS");
   options.parse_positional({"input"});
-  const auto args = parse(options, argc, argv, "IN.tzm -o OUT.tzm");
+  const auto args = parse(options, argc, argv, "IN.tzm -o OUT.tzm [--compact BITS]");
   if (!args.count("input") || !args.count("output")) throw UsageError("convert-model needs IN.tzm and -o OUT.tzm");
+  const bool compact = args.count("compact") > 0;
+  const int bits = compact ? args["compact"].as<int>() : 0;
+  if (compact && bits != 0 && (bits < 2 || bits > 16)) throw UsageError("--compact takes 0 (exact) or 2..16 bits");
   const std::filesystem::path input = args["input"].as<std::string>(), output = args["output"].as<std::string>();
   ModelFile model;
+  bool from_archive = false;
   try {
-    model = load_model_file(input);
+    char magic[8] = {};
+    std::ifstream(input, std::ios::binary).read(magic, 8);
+    from_archive = std::memcmp(magic, "TZMODEL\n", 8) != 0 && std::filesystem::is_regular_file(input);
+    if (from_archive) {  // an archive that carries its model (written with --adapt): extract it
+      const auto bytes = ArchiveReader(input).read_embedded_model();
+      if (bytes.empty()) throw InputError(input.string() + ": this archive carries no model (archives written with --adapt do)");
+      model = parse_model(bytes, input.string() + " (its embedded model)");
+    } else {
+      model = load_model_file(input);
+    }
   } catch (const ModelError& e) {
     throw InputError(e.what());
   }
-  if (model.version >= 2) {
+  if (model.version >= 2 && !compact && !from_archive) {
     if (!args.count("quiet")) std::printf("%s is already model format %u; nothing written\n", input.string().c_str(), model.version);
     return kOk;
   }
+  const std::filesystem::path inputs[] = {input};
+  check_output_apart(output, inputs);
   check_file_output(output, args.count("force") > 0);
-  ModelFile upgraded;
+  ModelFile converted;
   try {
-    upgraded = upgrade_model(model, input.string());
+    converted = compact ? compact_model(upgrade_model(model, input.string()), bits, input.string())
+                        : upgrade_model(model, input.string());  // an embedded model is version 2 or 3 already
   } catch (const ModelError& e) {
     throw InputError(e.what());
   }
-  write_file_atomically(output, upgraded.serialize());
-  if (!args.count("quiet"))
+  const auto bytes = converted.serialize();
+  write_file_atomically(output, bytes);
+  if (args.count("quiet")) return kOk;
+  if (from_archive && !compact)
+    std::printf("%s: the model embedded in %s (format %u), weights sha256 %s\n", output.string().c_str(), input.string().c_str(),
+                converted.version, converted.weights_sha256.c_str());
+  else if (compact)
+    std::printf("%s: model format %u -> 3 (%s), %zu -> %zu bytes of weights, weights sha256 %s\n", output.string().c_str(),
+                model.version, bits ? ("weights rounded to " + std::to_string(bits) + " bits").c_str() : "exact",
+                model.weights.size(), converted.weights.size(), converted.weights_sha256.c_str());
+  else
     std::printf("%s: model format 1 -> 2, weights sha256 %s (archives that name %s find it too)\n",
-                output.string().c_str(), upgraded.weights_sha256.c_str(), upgraded.weights_sha256_v1.c_str());
+                output.string().c_str(), converted.weights_sha256.c_str(), converted.weights_sha256_v1.c_str());
   return kOk;
 }
 

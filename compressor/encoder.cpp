@@ -12,6 +12,7 @@
 #include "format/errors.hpp"
 #include "io/output_path.hpp"
 #include "io/source.hpp"
+#include "io/temporary_files.hpp"
 #include "predictor/model_file.hpp"
 #include "predictor/registry.hpp"
 #include "predictor/training.hpp"
@@ -100,6 +101,28 @@ CompressReport compress(const std::filesystem::path& input, const std::filesyste
     adapted.adapt = {};
     adapted.adapt_auto = false;
     auto report = compress_sources(open_sources(input, options.source), output, adapted);
+    if (options.adapt_keep_smaller) {
+      // The classical archive under a temporary name beside the output; the smaller one takes the
+      // output's name, the other (tezip's own) is removed.
+      CompressOptions classical = options;
+      classical.predictor = "auto";
+      classical.learned = {};
+      classical.adapt = {};
+      classical.adapt_auto = false;
+      classical.overwrite = false;
+      const TemporaryPath temporary(temporary_name_beside(output, ".classical"));
+      const auto other = compress_sources(open_sources(input, options.source), temporary.path(), classical);
+      report.adapted_bytes = report.archive_bytes;
+      report.classical_bytes = other.archive_bytes;
+      report.kept_classical = other.archive_bytes < report.archive_bytes;
+      if (report.kept_classical) {
+        std::filesystem::rename(temporary.path(), output);
+        report.archive_bytes = other.archive_bytes;
+        report.chunks = other.chunks;
+      } else {
+        std::filesystem::remove(temporary.path());
+      }
+    }
     report.adapt_seconds = result.seconds;
     report.adapt_val_mse = result.val_mse;
     report.adapt_previous_mse = result.previous_mse;

@@ -28,6 +28,9 @@ struct CompressOptions {
   bool adapt_auto = false;
   bool adapt_from_scratch = false;
   std::uint64_t adapt_max_values = std::uint64_t(48) << 20;  // the sample's size (adapt_sample)
+  // --adapt also codes the input with the default classical choice (`auto`) and keeps the smaller
+  // archive, the model it embeds counted: adapting never costs bytes. false: always the adapted one.
+  bool adapt_keep_smaller = true;
   bool adapts() const { return adapt_auto || adapt.seconds > 0; }
   GopPolicy gop;
   SourceOptions source;  // how INPUT is read (compress(); compress_sources takes open sources)
@@ -46,6 +49,10 @@ struct CompressReport {
   // --adapt: training time, and the kept model's next-frame MSE on held-out clips of the input
   // against the previous frame's.
   double adapt_seconds = 0, adapt_val_mse = 0, adapt_previous_mse = 0;
+  // adapt_keep_smaller: both archives' sizes (the adapted one with its model), and whether the
+  // classical one was smaller and kept.
+  std::uint64_t adapted_bytes = 0, classical_bytes = 0;
+  bool kept_classical = false;
   // Where the memory available (compressor/memory_budget.hpp) held fewer GOP batches than the
   // threads would code at once: the most that were in flight (else 0), each batch's estimate, and
   // the memory that was available then.

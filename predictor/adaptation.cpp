@@ -92,8 +92,12 @@ AdaptResult adapt_prednet(const std::vector<TrainingSequence>& sequences, const 
                                               {"best_epoch", trained.best_epoch},
                                               {"val_mse", result.val_mse},
                                               {"previous_mse", result.previous_mse},
-                                              {"seed", options.seed}}
+                                              {"seed", options.seed},
+                                              {"weight_bits", options.weight_bits}}
                                    .dump();
+  // It travels as version 3, its weights rounded (docs/training.md, "The embedded model's size"):
+  // the encoder codes with these weights, as the decoder will.
+  result.model = compact_model(result.model, options.weight_bits, "the adapted PredNet");
   return result;
 }
 

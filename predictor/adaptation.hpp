@@ -22,6 +22,9 @@ struct AdaptOptions {
   bool residual = true;   // forecast a correction to the last frame (PredNetOptions::residual)
   std::uint64_t seed = 1;  // clips, crops and (from scratch) weights
   int threads = 1;         // torch threads
+  // The kept model's weights are rounded to this many bits per output channel's scale and stored
+  // compact (model format 3; compact_model); 0: exact, still compact.
+  int weight_bits = 8;
   std::function<void(const EpochReport&)> on_epoch;
 };
 

@@ -67,7 +67,7 @@ ForecastQuality evaluate_forecasts(const ModelFile& model, const std::vector<Tra
 std::vector<WeightTensor> prednet_weights(const ModelFile& model, const std::string& name) {
   std::vector<WeightTensor> tensors;
   if (model.version >= 2) {
-    tensors = parse_weights(model.weights, name);
+    tensors = tensor_weights(model, name);
   } else {
     try {
       tensors = learned_module(name + " (model format 1)").torch_weights(model, name);

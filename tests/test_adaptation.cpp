@@ -79,7 +79,7 @@ TEST_CASE("compress --adapt fine-tunes within its budget, embeds the model, and 
   const auto mire = kSamples / "mire";
   const auto start = std::chrono::steady_clock::now();
   auto run = test::tezip_cli("compress " + test::quote(mire) + " -o " + test::quote(dir / "a.tzp") +
-                             " --predictor prednet --adapt 4 --gop 8 -T 1");
+                             " --predictor prednet --adapt 4 --gop 8 -T 1 --keep-adapted");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   REQUIRE(run.code == 0);
   CHECK_THAT(run.output, Contains("adapt: epoch 0") && Contains("adapted PredNet in") && Contains("embedded"));
@@ -91,6 +91,19 @@ TEST_CASE("compress --adapt fine-tunes within its budget, embeds the model, and 
   CHECK(model.options.a_channels == std::vector<int>{1, 4, 8, 16});  // the shipped stack, fine-tuned
   CHECK(reader.index().settings.predictor.weights_sha256 == model.weights_sha256);
   CHECK(model.weights_sha256 != load_model_file(fs::path(TEZIP_SOURCE_DIR) / "models/prednet-small.tzm").weights_sha256);
+  // It travels compact: version 3, its weights rounded to 8 bits (a quarter of the shipped file's 199,628 bytes).
+  CHECK(model.version == 3);
+  CHECK(reader.index().model.size < 60000);
+  for (const auto& t : tensor_weights(model, "embedded")) {
+    auto rounded = std::vector<WeightTensor>{t};
+    round_weights(rounded, 8);
+    CHECK(rounded[0].values == t.values);  // already on the 8-bit grid
+  }
+  // The model comes out of the archive as it went in, for --model elsewhere.
+  run = test::tezip_cli("convert-model " + test::quote(dir / "a.tzp") + " -o " + test::quote(dir / "a.tzm"));
+  REQUIRE(run.code == 0);
+  CHECK_THAT(run.output, Contains("the model embedded in"));
+  CHECK(load_model_file(dir / "a.tzm").weights_sha256 == model.weights_sha256);
   // Decoded without libtorch and without the model anywhere on disk.
   run = test::tezip_cli("verify " + test::quote(dir / "a.tzp") + " --against " + test::quote(mire),
                         "TEZIP_LEARNED_MODULE=" + test::quote(dir / "none.so"));
@@ -99,13 +112,38 @@ TEST_CASE("compress --adapt fine-tunes within its budget, embeds the model, and 
 
   // From scratch, a chosen stack, lossy.
   run = test::tezip_cli("compress " + test::quote(kSamples / "castle16") + " -o " + test::quote(dir / "s.tzp") +
-                        " --predictor prednet --adapt 3 --stack 1,4,8 --mode abs --bound 2 -T 1 -q");
+                        " --predictor prednet --adapt 3 --stack 1,4,8 --mode abs --bound 2 -T 1 -q --keep-adapted");
   REQUIRE(run.code == 0);
   const ModelFile scratch = parse_model(ArchiveReader(dir / "s.tzp").read_embedded_model(), "embedded");
   CHECK(scratch.options.a_channels == std::vector<int>{1, 4, 8});
   run = test::tezip_cli("verify " + test::quote(dir / "s.tzp") + " --against " + test::quote(kSamples / "castle16"));
   CHECK(run.code == 0);
   CHECK_THAT(run.output, Contains("bound holds"));
+}
+
+TEST_CASE("compress --adapt keeps --predictor auto's archive where it is smaller than the adapted one", "[adapt][cli][torch]") {
+  test::TempDir dir;
+  for (const auto* sample : {"castle16", "mire"}) {
+    const auto input = kSamples / sample;
+    auto run = test::tezip_cli("compress " + test::quote(input) + " -o " + test::quote(dir / "a.tzp") +
+                               " --predictor prednet --adapt 3 --gop 8 -T 1 -f");
+    REQUIRE(run.code == 0);
+    REQUIRE(test::tezip_cli("compress " + test::quote(input) + " -o " + test::quote(dir / "auto.tzp") + " --gop 8 -T 1 -q -f").code == 0);
+    const auto adapted = test::read_file(dir / "a.tzp"), classical = test::read_file(dir / "auto.tzp");
+    if (run.output.find("kept --predictor auto's archive") != std::string::npos) {
+      CHECK(adapted == classical);  // auto's archive, byte for byte
+      CHECK(ArchiveReader(dir / "a.tzp").index().model.size == 0);
+    } else {
+      CHECK_THAT(run.output, Contains("smaller than --predictor auto's"));
+      CHECK(adapted.size() < classical.size());
+      CHECK(ArchiveReader(dir / "a.tzp").index().model.size > 0);
+    }
+    // Only the output and auto's archive: the losing candidate is gone.
+    CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()) == 2);
+    run = test::tezip_cli("verify " + test::quote(dir / "a.tzp") + " --against " + test::quote(input));
+    CHECK(run.code == 0);
+    CHECK_THAT(run.output, Contains("max_error=0"));
+  }
 }
 #endif
 

@@ -185,6 +185,30 @@ TEST_CASE("what needs libtorch says so when it is missing", "[exact][cli]") {
   CHECK(run.code == 0);
   CHECK_THAT(run.output, Contains("already model format 2"));
   CHECK_FALSE(fs::exists(dir / "copy.tzm"));
+  // --compact: version 3, rounded to 8 bits, under a third of the size; archives written with it
+  // decode bit for bit without libtorch.
+  run = test::tezip_cli("convert-model " + test::quote(kShippedModel) + " -o " + test::quote(dir / "small.tzm") + " --compact 8", env);
+  REQUIRE(run.code == 0);
+  CHECK_THAT(run.output, Contains("model format 2 -> 3") && Contains("8 bits"));
+  CHECK(load_model_file(dir / "small.tzm").version == 3);
+  CHECK(fs::file_size(dir / "small.tzm") * 3 < fs::file_size(kShippedModel));
+  run = test::tezip_cli("compress " + test::quote(mire) + " -o " + test::quote(dir / "v3.tzp") + " --predictor prednet --model " +
+                            test::quote(dir / "small.tzm") + " --mode abs --bound 2 -q",
+                        env);
+  REQUIRE(run.code == 0);
+  run = test::tezip_cli("verify " + test::quote(dir / "v3.tzp") + " --model " + test::quote(dir / "small.tzm") + " --against " +
+                            test::quote(mire),
+                        env);
+  CHECK(run.code == 0);
+  CHECK_THAT(run.output, Contains("bound holds"));
+  // Its output is never its input, and an archive without a model has none to give.
+  run = test::tezip_cli("convert-model " + test::quote(dir / "small.tzm") + " -o " + test::quote(dir / "small.tzm") + " --compact 8 -f", env);
+  CHECK(run.code != 0);
+  CHECK(load_model_file(dir / "small.tzm").version == 3);
+  run = test::tezip_cli("convert-model " + test::quote(dir / "v3.tzp") + " -o " + test::quote(dir / "none.tzm"), env);
+  CHECK(run.code == 2);
+  CHECK_THAT(run.output, Contains("carries no model"));
+  CHECK_FALSE(fs::exists(dir / "none.tzm"));
 
   // The usage text names what needs libtorch (and, in a build without it, that it is absent).
   run = test::tezip_cli("--help");

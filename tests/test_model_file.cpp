@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -130,8 +132,8 @@ TEST_CASE("version 1 files still parse; other versions are refused", "[model]") 
   const auto parsed = tezip::parse_model(bytes, "old");
   CHECK(parsed.version == 1);
   CHECK(parsed.weights == model.weights);
-  bytes[8] = 3;
-  CHECK_THROWS_WITH(tezip::parse_model(bytes, "future"), Contains("version 3 is not supported"));
+  bytes[8] = 4;
+  CHECK_THROWS_WITH(tezip::parse_model(bytes, "future"), Contains("version 4 is not supported"));
 }
 
 TEST_CASE("malformed tensor lists give ModelError, never a crash or a huge allocation", "[model]") {
@@ -182,4 +184,112 @@ TEST_CASE("weights that do not fit the options are refused by name", "[model]") 
   auto swapped = tensors;
   std::swap(swapped[0], swapped[1]);
   CHECK_THROWS_WITH(tezip::check_weights(swapped, o, "m"), Contains("'lstm0.weight'"));
+}
+
+namespace {
+
+// Floats of every kind: ordinary, tiny and huge, subnormal, signed zeros, infinities, NaN.
+std::vector<WeightTensor> awkward_weights() {
+  std::vector<WeightTensor> tensors = weights_for(small());
+  std::uint32_t state = 12345;
+  for (auto& t : tensors)
+    for (auto& v : t.values) {
+      state = state * 1664525u + 1013904223u;
+      v = float(std::int32_t(state) >> 8) * 1e-7f;
+    }
+  auto& odd = tensors[0].values;  // lstm0.weight: the rows holding them are stored as float32
+  odd[0] = -0.0f;
+  odd[40] = std::numeric_limits<float>::infinity();
+  odd[80] = std::numeric_limits<float>::quiet_NaN();
+  odd[120] = std::numeric_limits<float>::denorm_min();
+  odd[160] = 3.0e38f;
+  return tensors;
+}
+
+bool same_bits(const std::vector<WeightTensor>& a, const std::vector<WeightTensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].name != b[i].name || a[i].shape != b[i].shape || a[i].values.size() != b[i].values.size() ||
+        std::memcmp(a[i].values.data(), b[i].values.data(), 4 * a[i].values.size()) != 0)
+      return false;
+  return true;
+}
+
+std::size_t value_count(const std::vector<WeightTensor>& tensors) {
+  std::size_t n = 0;
+  for (const auto& t : tensors) n += t.values.size();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("compact weights (version 3) give every float back bit for bit", "[model]") {
+  const auto tensors = awkward_weights();
+  CHECK(same_bits(tezip::parse_compact_weights(tezip::serialize_compact_weights(tensors), "c"), tensors));
+  // Rounded weights are stored as int16 rows: about a byte a value, not four.
+  auto rounded = tensors;
+  tezip::round_weights(rounded, 8);
+  const auto compact = tezip::serialize_compact_weights(rounded);
+  CHECK(same_bits(tezip::parse_compact_weights(compact, "c"), rounded));
+  CHECK(compact.size() < 2 * value_count(rounded));
+  CHECK(tezip::serialize_weights(rounded).size() > 4 * value_count(rounded));
+}
+
+TEST_CASE("round_weights keeps each row on a grid of `bits` signed bits, within half a step", "[model]") {
+  for (const int bits : {2, 6, 8, 12, 16}) {
+    auto tensors = weights_for(small());
+    for (auto& t : tensors)
+      for (std::size_t i = 0; i < t.values.size(); ++i) t.values[i] = std::sin(float(i) * 0.7f) * float(1 + i % 5) * 0.01f;
+    const auto before = tensors;
+    tezip::round_weights(tensors, bits);
+    for (std::size_t k = 0; k < tensors.size(); ++k) {
+      const auto& t = tensors[k];
+      const std::size_t rows = std::size_t(t.shape[0]), length = t.values.size() / rows;
+      for (std::size_t r = 0; r < rows; ++r) {
+        float largest = 0;
+        for (std::size_t j = 0; j < length; ++j) largest = std::max(largest, std::fabs(before[k].values[r * length + j]));
+        // The step is the power of two that makes the largest value at most 2^(bits-1) - 1 steps.
+        const double step = std::ldexp(1.0, std::ilogb(largest) - (bits - 2));
+        const double grid = std::round(largest / step) > (1 << (bits - 1)) - 1 ? 2 * step : step;
+        for (std::size_t j = 0; j < length; ++j) {
+          const double v = t.values[r * length + j], q = v / grid;
+          CHECK(q == std::round(q));
+          CHECK(std::fabs(q) <= (1 << (bits - 1)) - 1);
+          CHECK(std::fabs(v - before[k].values[r * length + j]) <= grid / 2);
+        }
+      }
+    }
+  }
+  auto tensors = weights_for(small());
+  CHECK_THROWS_AS(tezip::round_weights(tensors, 1), std::invalid_argument);
+  CHECK_THROWS_AS(tezip::round_weights(tensors, 17), std::invalid_argument);
+}
+
+TEST_CASE("a compact model file parses, and damaged compact weights give ModelError", "[model]") {
+  ModelFile model;
+  model.options = small();
+  model.weights = tezip::serialize_weights(weights_for(model.options));
+  const ModelFile compact = tezip::compact_model(model, 8, "m");
+  CHECK(compact.version == 3);
+  const auto parsed = tezip::parse_model(ModelFile(compact).serialize(), "m");
+  CHECK(parsed.version == 3);
+  CHECK(parsed.weights_sha256 == compact.weights_sha256);
+  auto expected = weights_for(model.options);
+  tezip::round_weights(expected, 8);
+  CHECK(same_bits(tezip::tensor_weights(parsed, "m"), expected));
+  CHECK(same_bits(tezip::tensor_weights(tezip::compact_model(model, 0, "m"), "m"), weights_for(model.options)));
+
+  const auto& bytes = compact.weights;
+  for (std::size_t length = 0; length < bytes.size(); length += 7) {
+    const std::vector<std::uint8_t> cut(bytes.begin(), bytes.begin() + std::ptrdiff_t(length));
+    CHECK_THROWS_AS(tezip::parse_compact_weights(cut, "cut"), ModelError);
+  }
+  auto trailing = bytes;
+  trailing.push_back(0);
+  CHECK_THROWS_WITH(tezip::parse_compact_weights(trailing, "t"), Contains("not one zstd frame"));
+  // A plain list is not a zstd frame; a compact list's dtype 2 is refused where version 2 is read.
+  CHECK_THROWS_AS(tezip::parse_compact_weights(model.weights, "plain"), ModelError);
+  ModelFile wrong = compact;
+  wrong.version = 2;
+  CHECK_THROWS_AS(tezip::tensor_weights(wrong, "wrong"), ModelError);
 }

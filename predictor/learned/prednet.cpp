@@ -119,7 +119,7 @@ ModelFile make_model_file(PredNet& net, const std::string& metadata_json) {
 PredNet load_prednet(const ModelFile& model, const std::string& name) {
   PredNet net(model.options);
   if (model.version >= 2) {
-    const auto tensors = parse_weights(model.weights, name);
+    const auto tensors = tensor_weights(model, name);
     check_weights(tensors, model.options, name);
     auto parameters = net->named_parameters();
     torch::NoGradGuard no_grad;
