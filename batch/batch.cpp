@@ -160,6 +160,7 @@ std::string request_of(const BatchPlan& plan, const CompressOptions& c) {
                                   {"start", start},
                                   {"residual", c.adapt.residual},
                                   {"seed", c.adapt.seed},
+                                  {"weight_bits", c.adapt.weight_bits},
                                   {"max_values", c.adapt_max_values}};
   const std::string text = request.dump();
   return sha256_hex(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));

@@ -16,16 +16,9 @@ trap 'rm -rf "$work"' EXIT
 export OMP_WAIT_POLICY=PASSIVE
 now() { date +%s.%N; }
 ratio() { $TEZIP info "$1" | awk '/^raw:/ {print $NF}'; }
-# The embedded model (archive version 3: the .tzm right after the 16-byte header).
+# The embedded model, as a .tzm file (tezip convert-model extracts it).
 extract_model() {
-  python3 - "$1" "$2" <<'PY'
-import json, struct, sys
-data = open(sys.argv[1], 'rb').read()
-assert struct.unpack_from('<I', data, 8)[0] == 3, 'no embedded model'
-hl = struct.unpack_from('<Q', data, 16 + 12)[0]
-header = json.loads(data[16 + 20:16 + 20 + hl])
-open(sys.argv[2], 'wb').write(data[16:16 + 20 + hl + header['weights_bytes']])
-PY
+  $TEZIP convert-model "$1" -o "$2" -f -q
 }
 echo "| data | predictor | adapt s | val MSE / previous | lossless ratio | abs 2 ratio | lossless encode s | verify s |"
 echo "|---|---|--:|--:|--:|--:|--:|--:|"
@@ -42,7 +35,7 @@ for data in "$@"; do
     for variant in "fine-tune residual:" "fine-tune frame:--forecast frame" "scratch residual 1,4,8,16:--stack 1,4,8,16"; do
       label=${variant%%:*}; flags=${variant#*:}
       t0=$(now)
-      out=$($TEZIP compress "$input" -o "$work/l.tzp" --predictor prednet --adapt $budget $flags -T $T -f 2>&1)
+      out=$($TEZIP compress "$input" -o "$work/l.tzp" --predictor prednet --adapt $budget $flags --keep-adapted -T $T -f 2>&1)
       t1=$(now)
       extract_model "$work/l.tzp" "$work/m.tzm"
       $TEZIP compress "$input" -o "$work/a.tzp" --predictor prednet --model "$work/m.tzm" --embed-model --mode abs --bound 2 -T $T -q -f
