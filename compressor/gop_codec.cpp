@@ -933,10 +933,14 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   return encoded;
 }
 
+// Whether the caller reads the decoded frames decode_with returns, or only what `done` hears of
+// them (the colour transform's domain, turned back by decode_gops band by band).
+enum class Frames { Returned, Streamed };
+
 std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape& shape,
                                    std::span<const std::span<const std::uint8_t>> chunks,
                                    std::span<const std::size_t> frame_counts, const CodingSettings& settings,
-                                   const RowsDone& done) {
+                                   const RowsDone& done, Frames wanted = Frames::Returned) {
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   std::vector<GopSymbols> coded(chunks.size());
   std::vector<GopFrames> frames(chunks.size());
@@ -946,6 +950,12 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   readers.reserve(chunks.size());
   // [g][t]: how a colour frame's symbol planes are coded against each other.
   std::vector<std::vector<codecs::ChannelPlan>> plans(chunks.size());
+  // Frames only streamed, of a sequential GOP forecast from the previous frame: no frame reads one
+  // two back (the forecast, coded motion and forecast maps read t - 1), so frame t is decoded into
+  // frame t - 2's buffer, and a GOP's decoding touches 2 frames of memory instead of all of them
+  // (colour vtest: 85 MB less for each 32-frame GOP, whose first-touch page faults were a third of
+  // a whole run's time; docs/performance.md, "Two frames in the colour transform's domain").
+  const bool recycle = wanted == Frames::Streamed && predictor.forecasts_previous_frame() && !predictor.bidirectional();
 
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     ByteReader in(chunks[g], "chunk");
@@ -1040,7 +1050,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     }
     in.expect_end();
     literals.emplace_back(s.literals);
-    frames[g] = unwritten_frames(count, shape.size());  // every plane is reconstructed below
+    frames[g].resize(count);  // each frame's buffer taken as its decoding starts (decode_plane)
   }
 
   std::vector<std::size_t> map_pos(chunks.size(), 0), motion_pos(chunks.size(), 0);
@@ -1072,6 +1082,10 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   std::array<bool, 3> forecast_known{};
   const std::size_t map_size = codecs::forecast_block_count(shape.width, shape.height);
   auto decode_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
+    // A frame's buffer is taken when its first plane is decoded, not with the GOP: where a caller
+    // still holds the GOP before (verify and the Reader decode ahead), it is given back meanwhile and
+    // reused, not faulted in afresh. Every plane is reconstructed whole, so it is left unwritten.
+    if (frames[g][t].empty()) frames[g][t] = recycle && t >= 2 ? std::move(frames[g][t - 2]) : Pixels(shape.size());
     GopSymbols& s = coded[g];
     const PlaneRecord& record = s.planes[t][c];
     std::span<std::uint16_t> recon(frames[g][t].data() + c * plane_size, plane_size);
@@ -1545,7 +1559,7 @@ RowsDone subset_done(const RowsDone& done, std::span<const std::size_t> where) {
 std::vector<GopFrames> decode_predicted(const Predictor& predictor, const FrameShape& shape,
                                         std::span<const std::span<const std::uint8_t>> chunks,
                                         std::span<const std::size_t> frame_counts, const CodingSettings& settings,
-                                        const RowsDone& done) {
+                                        const RowsDone& done, Frames wanted = Frames::Returned) {
   const auto choices = predictor.choices();
   std::vector<std::uint8_t> chosen(chunks.size());
   for (std::size_t g = 0; g < chunks.size(); ++g) {
@@ -1553,7 +1567,7 @@ std::vector<GopFrames> decode_predicted(const Predictor& predictor, const FrameS
     if (choices.empty() ? chosen[g] != 0 : chosen[g] == 0 || chosen[g] > choices.size())
       throw DataError("chunk: predictor choice " + std::to_string(chosen[g]) + " is not one the archive's predictor offers");
   }
-  if (choices.empty()) return decode_with(predictor, shape, chunks, frame_counts, settings, done);
+  if (choices.empty()) return decode_with(predictor, shape, chunks, frame_counts, settings, done, wanted);
   std::vector<GopFrames> frames(chunks.size());
   for (std::size_t k = 1; k <= choices.size(); ++k) {
     std::vector<std::span<const std::uint8_t>> subset;
@@ -1561,7 +1575,7 @@ std::vector<GopFrames> decode_predicted(const Predictor& predictor, const FrameS
     for (std::size_t g = 0; g < chunks.size(); ++g)
       if (chosen[g] == k) subset.push_back(chunks[g]), counts.push_back(frame_counts[g]), where.push_back(g);
     if (subset.empty()) continue;
-    auto decoded = decode_with(*choices[k - 1], shape, subset, counts, settings, subset_done(done, where));
+    auto decoded = decode_with(*choices[k - 1], shape, subset, counts, settings, subset_done(done, where), wanted);
     for (std::size_t i = 0; i < where.size(); ++i) frames[where[i]] = std::move(decoded[i]);
   }
   return frames;
@@ -1709,7 +1723,7 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
     const std::size_t plane_size = std::size_t(shape.width) * shape.height;
     std::vector<std::vector<std::uint8_t>> planes_finished(transformed.size());
     for (std::size_t i = 0; i < transformed.size(); ++i) {
-      frames[transformed_at[i]] = unwritten_frames(transformed_counts[i], shape.size());
+      frames[transformed_at[i]].resize(transformed_counts[i]);  // each frame's buffer taken with its first rows
       planes_finished[i].assign(transformed_counts[i], 0);
     }
     const RowsDone turn_back = [&](std::size_t i, std::size_t t, std::size_t c, std::size_t y0,
@@ -1720,13 +1734,15 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
       // `rows` lie in the decoded frame, planar: its start is c planes and y0 rows before them.
       const std::span<const std::uint16_t> decoded(rows.data() - (c * plane_size + y0 * shape.width), shape.size());
       const std::size_t g = transformed_at[i];
+      if (frames[g][t].empty()) frames[g][t] = Pixels(shape.size());
       if (!codecs::inverse_rct(decoded, plane_size, shape.max_value, frames[g][t], y0 * shape.width, rows.size()))
         throw DataError("chunk: the colour transform's planes leave the pixel range");
       if (done)
         for (std::size_t k = 0; k < shape.channels; ++k)
           done(g, t, k, y0, std::span<const std::uint16_t>(frames[g][t]).subspan(k * plane_size + y0 * shape.width, rows.size()));
     };
-    decode_predicted(predictor, colour_transformed_shape(shape), transformed, transformed_counts, settings, turn_back);
+    decode_predicted(predictor, colour_transformed_shape(shape), transformed, transformed_counts, settings, turn_back,
+                     Frames::Streamed);
     for (std::size_t i = 0; i < transformed.size(); ++i)
       for (const std::uint8_t n : planes_finished[i])
         if (n != shape.channels) throw DataError("chunk: a colour-transformed frame was not decoded whole");
