@@ -115,7 +115,16 @@ GopFrames ArchiveDecoder::decode_chunk(std::size_t i) const {
 
 std::size_t ArchiveDecoder::preferred_batch() const { return std::max<std::size_t>(1, predictor_->preferred_batch()); }
 
+void ArchiveDecoder::check_chunk(std::size_t i) const {
+  const std::size_t chunks[] = {i};
+  decode_checked(chunks, Frames::Streamed);
+}
+
 std::vector<GopFrames> ArchiveDecoder::decode_chunks(std::span<const std::size_t> which) const {
+  return decode_checked(which, Frames::Returned);
+}
+
+std::vector<GopFrames> ArchiveDecoder::decode_checked(std::span<const std::size_t> which, Frames wanted) const {
   const auto& index = reader_->index();
   if (which.empty()) return {};
   const auto& sequence = index.sequences[index.chunks.at(which.front()).sequence];
@@ -160,7 +169,7 @@ std::vector<GopFrames> ArchiveDecoder::decode_chunks(std::span<const std::size_t
   };
   std::vector<GopFrames> frames;
   try {
-    frames = decode_gops(*predictor_, shape_of(sequence.geometry), chunks, counts, index.settings.coding, hash_rows);
+    frames = decode_gops(*predictor_, shape_of(sequence.geometry), chunks, counts, index.settings.coding, hash_rows, wanted);
   } catch (const std::exception& e) {
     if (!dynamic_cast<const DataError*>(&e) && !dynamic_cast<const codecs::CodecError*>(&e)) throw;
     // A batch decodes in lockstep: the damage is in one of its chunks, named by the first.
@@ -315,8 +324,14 @@ void verify_archive(const ArchiveDecoder& decoder, std::map<std::string, Sequenc
   std::deque<std::future<GopFrames>> pending;
   std::size_t next = 0;
   for (std::size_t i = 0; i < index.chunks.size(); ++i) {
+    // Without an original to compare with, each chunk is only checked: a few frames of memory a
+    // thread, not a GOP (docs/performance.md, "verify checks GOPs in a few frames of memory").
     while (next < index.chunks.size() && pending.size() < window) {
-      pending.push_back(pool.submit([&decoder, next] { return decoder.decode_chunk(next); }));
+      pending.push_back(pool.submit([&decoder, next, sources]() -> GopFrames {
+        if (sources) return decoder.decode_chunk(next);
+        decoder.check_chunk(next);
+        return {};
+      }));
       ++next;
     }
     const auto& chunk = index.chunks[i];

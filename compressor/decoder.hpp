@@ -29,10 +29,14 @@ class ArchiveDecoder {
   GopFrames decode_chunk(std::size_t i) const;
   // Several chunks of one sequence at once: a learned predictor runs them as one batch.
   std::vector<GopFrames> decode_chunks(std::span<const std::size_t> chunks) const;
+  // Decodes chunk i and checks it against the index's checksums, keeping no more of it than its
+  // decoding needs (Frames::Streamed: a few frames, not the GOP); throws as decode_chunk.
+  void check_chunk(std::size_t i) const;
   // How many chunks decode_chunks likes at once.
   std::size_t preferred_batch() const;
 
  private:
+  std::vector<GopFrames> decode_checked(std::span<const std::size_t> chunks, Frames wanted) const;
   std::unique_ptr<ArchiveReader> reader_;
   std::unique_ptr<Predictor> predictor_;
 };

@@ -933,10 +933,6 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   return encoded;
 }
 
-// Whether the caller reads the decoded frames decode_with returns, or only what `done` hears of
-// them (the colour transform's domain, turned back by decode_gops band by band).
-enum class Frames { Returned, Streamed };
-
 std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape& shape,
                                    std::span<const std::span<const std::uint8_t>> chunks,
                                    std::span<const std::size_t> frame_counts, const CodingSettings& settings,
@@ -950,12 +946,14 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   readers.reserve(chunks.size());
   // [g][t]: how a colour frame's symbol planes are coded against each other.
   std::vector<std::vector<codecs::ChannelPlan>> plans(chunks.size());
-  // Frames only streamed, of a sequential GOP forecast from the previous frame: no frame reads one
-  // two back (the forecast, coded motion and forecast maps read t - 1), so frame t is decoded into
-  // frame t - 2's buffer, and a GOP's decoding touches 2 frames of memory instead of all of them
-  // (colour vtest: 85 MB less for each 32-frame GOP, whose first-touch page faults were a third of
-  // a whole run's time; docs/performance.md, "Two frames in the colour transform's domain").
-  const bool recycle = wanted == Frames::Streamed && predictor.forecasts_previous_frame() && !predictor.bidirectional();
+  // Frames only streamed (a colour transform's domain, turned back by decode_gops band by band; a
+  // checksum): in a sequential GOP no frame reads one two back (the previous-frame forecast, coded
+  // motion and forecast maps read t - 1; a predictor keeps its own copies of what it observes), and
+  // in an intra-only one none reads another, so frame t is decoded into frame t - 2's (t - 1's)
+  // buffer, and a GOP's decoding touches 2 frames (1) of memory instead of all of them (colour
+  // vtest: 85 MB less for each 32-frame GOP, whose first-touch page faults were a third of a whole
+  // run's time; docs/performance.md, "Two frames in the colour transform's domain").
+  const std::size_t recycle = wanted != Frames::Streamed || predictor.bidirectional() ? 0 : predictor.intra_only() ? 1 : 2;
 
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     ByteReader in(chunks[g], "chunk");
@@ -1085,7 +1083,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     // A frame's buffer is taken when its first plane is decoded, not with the GOP: where a caller
     // still holds the GOP before (verify and the Reader decode ahead), it is given back meanwhile and
     // reused, not faulted in afresh. Every plane is reconstructed whole, so it is left unwritten.
-    if (frames[g][t].empty()) frames[g][t] = recycle && t >= 2 ? std::move(frames[g][t - 2]) : Pixels(shape.size());
+    if (frames[g][t].empty()) frames[g][t] = recycle && t >= recycle ? std::move(frames[g][t - recycle]) : Pixels(shape.size());
     GopSymbols& s = coded[g];
     const PlaneRecord& record = s.planes[t][c];
     std::span<std::uint16_t> recon(frames[g][t].data() + c * plane_size, plane_size);
@@ -1691,7 +1689,7 @@ std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t>
 std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape& shape,
                                    std::span<const std::span<const std::uint8_t>> chunks,
                                    std::span<const std::size_t> frame_counts, const CodingSettings& settings,
-                                   const RowsDone& done) {
+                                   const RowsDone& done, Frames wanted) {
   if (chunks.size() != frame_counts.size()) throw std::invalid_argument("chunk and frame count lists differ");
   std::vector<std::span<const std::uint8_t>> predicted;
   std::vector<std::size_t> counts, where;
@@ -1722,6 +1720,16 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
     // was 12% of colour vtest's decoding); `done` hears of the three planes' rows then.
     const std::size_t plane_size = std::size_t(shape.width) * shape.height;
     std::vector<std::vector<std::uint8_t>> planes_finished(transformed.size());
+    // Streamed: a finished frame's buffer, for the next; only where frames finish in order (`done`'s
+    // rows must stay valid while a checksum waits for the rows before them: bidirectional GOPs).
+    std::vector<Pixels> spare(transformed.size());
+    std::vector<bool> in_order(transformed.size(), false);
+    const auto choices = predictor.choices();
+    for (std::size_t i = 0; i < transformed.size() && wanted == Frames::Streamed; ++i) {
+      const std::uint8_t k = chunk_choice(transformed[i]);
+      const Predictor& used = choices.empty() || k == 0 || k > choices.size() ? predictor : *choices[k - 1];
+      in_order[i] = !used.bidirectional();
+    }
     for (std::size_t i = 0; i < transformed.size(); ++i) {
       frames[transformed_at[i]].resize(transformed_counts[i]);  // each frame's buffer taken with its first rows
       planes_finished[i].assign(transformed_counts[i], 0);
@@ -1734,12 +1742,13 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
       // `rows` lie in the decoded frame, planar: its start is c planes and y0 rows before them.
       const std::span<const std::uint16_t> decoded(rows.data() - (c * plane_size + y0 * shape.width), shape.size());
       const std::size_t g = transformed_at[i];
-      if (frames[g][t].empty()) frames[g][t] = Pixels(shape.size());
+      if (frames[g][t].empty()) frames[g][t] = spare[i].empty() ? Pixels(shape.size()) : std::move(spare[i]);
       if (!codecs::inverse_rct(decoded, plane_size, shape.max_value, frames[g][t], y0 * shape.width, rows.size()))
         throw DataError("chunk: the colour transform's planes leave the pixel range");
       if (done)
         for (std::size_t k = 0; k < shape.channels; ++k)
           done(g, t, k, y0, std::span<const std::uint16_t>(frames[g][t]).subspan(k * plane_size + y0 * shape.width, rows.size()));
+      if (in_order[i] && planes_finished[i][t] == shape.channels) spare[i] = std::move(frames[g][t]);
     };
     decode_predicted(predictor, colour_transformed_shape(shape), transformed, transformed_counts, settings, turn_back,
                      Frames::Streamed);
@@ -1747,9 +1756,9 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
       for (const std::uint8_t n : planes_finished[i])
         if (n != shape.channels) throw DataError("chunk: a colour-transformed frame was not decoded whole");
   }
-  if (where.size() == chunks.size()) return decode_predicted(predictor, shape, chunks, frame_counts, settings, done);
+  if (where.size() == chunks.size()) return decode_predicted(predictor, shape, chunks, frame_counts, settings, done, wanted);
   if (!where.empty()) {
-    auto decoded = decode_predicted(predictor, shape, predicted, counts, settings, subset_done(done, where));
+    auto decoded = decode_predicted(predictor, shape, predicted, counts, settings, subset_done(done, where), wanted);
     for (std::size_t i = 0; i < where.size(); ++i) frames[where[i]] = std::move(decoded[i]);
   }
   return frames;

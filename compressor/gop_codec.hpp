@@ -33,13 +33,21 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
 using RowsDone = std::function<void(std::size_t chunk, std::size_t frame, std::size_t channel, std::size_t first_row,
                                     std::span<const std::uint16_t> rows)>;
 
+// Whether a caller of decode_gops reads the frames it returns, or only what `done` hears of them
+// (a checksum): Streamed decodes a GOP in a few frames' memory where its references allow (a frame
+// into the buffer of one no later frame reads), and the frames returned are then not the GOP's.
+// `done`'s rows then stay valid until every row of their frame and of the frames before it has
+// been told (so a checksum fed in order may keep rows that came early); bidirectional GOPs, whose
+// frames finish out of order, keep every frame.
+enum class Frames { Returned, Streamed };
+
 // Decodes chunks produced by encode_gops; frame_counts[i] is what the archive index says chunk i
 // holds; `done`, where given, hears of every row once. Throws DataError or codecs::CodecError on
 // damaged bytes.
 std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape& shape,
                                    std::span<const std::span<const std::uint8_t>> chunks,
                                    std::span<const std::size_t> frame_counts, const CodingSettings& settings,
-                                   const RowsDone& done = {});
+                                   const RowsDone& done = {}, Frames wanted = Frames::Returned);
 
 // What a chunk is, from its first bytes (kChunkHeadBytes, or fewer where the chunk is shorter):
 // "pixels" or "sparse" for chunks in the pixel domain, else the predictor its GOP was coded with

@@ -792,3 +792,41 @@ TEST_CASE("frames that would be written under one name are refused before decomp
              Contains("'x.jpg' and 'x.png' would both be written as 'x.png'"));
   CHECK_FALSE(fs::exists(sample.dir / "out"));
 }
+
+// verify without an original checks each chunk in a few frames of memory (check_chunk,
+// Frames::Streamed: frame t decoded into frame t - 2's buffer, the colour transform's RGB frames
+// into one): the frame checksums still see every row, for every predictor and mode, and a wrong
+// one is still found.
+TEST_CASE("check_chunk checks every GOP in a few frames of memory and finds a wrong checksum", "[archive]") {
+  for (const char* predictor : {"auto", "previous", "linear", "motion", "intra", "bidirectional"})
+    for (const bool lossless : {true, false}) {
+      INFO(predictor << (lossless ? " lossless" : " abs 2"));
+      CompressOptions options = small_gops();
+      options.gop.size = 6;  // frames recycled from the third on
+      options.predictor = predictor;
+      if (!lossless) options.coding.bound = codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0};
+      const SampleArchive sample(options);
+      // The colour transform: real 8-bit colour video (the synthetic colour is 16-bit noise).
+      const fs::path rgb = sample.dir / "rgb.tzp";
+      compress(fs::path(TEZIP_SOURCE_DIR) / "datasets/sample/vtest", rgb, options);
+      if (lossless && std::string(predictor) == "previous") {
+        const ArchiveReader reader(rgb);
+        std::size_t transformed = 0;
+        for (std::size_t i = 0; i < reader.index().chunks.size(); ++i) transformed += reader.read_chunk(i).at(0) == 0x82;
+        CHECK(transformed > 0);  // kColourChunk: the path that recycles both kinds of frames
+      }
+      for (const fs::path& path : {sample.archive, rgb}) {
+        const ArchiveDecoder decoder(path);
+        for (std::size_t i = 0; i < decoder.index().chunks.size(); ++i) CHECK_NOTHROW(decoder.check_chunk(i));
+        CHECK(verify(path, std::nullopt, 1).ok());
+      }
+      auto index = sample.index();
+      index.chunks[1].frames_hash ^= 1;
+      const fs::path wrong = sample.dir / "wrong.tzp";
+      write_file(wrong, sample.with_stored_index(store_index_body(serialize_index(index, kArchiveVersion))));
+      const ArchiveDecoder decoder(wrong);
+      CHECK_NOTHROW(decoder.check_chunk(0));
+      CHECK_THAT(message_of<DataError>([&] { decoder.check_chunk(1); }), Contains("checksum mismatch"));
+      CHECK_FALSE(verify(wrong, std::nullopt, 1).ok());
+    }
+}
