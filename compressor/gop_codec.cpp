@@ -952,7 +952,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   // in an intra-only one none reads another, so frame t is decoded into frame t - 2's (t - 1's)
   // buffer, and a GOP's decoding touches 2 frames (1) of memory instead of all of them (colour
   // vtest: 85 MB less for each 32-frame GOP, whose first-touch page faults were a third of a whole
-  // run's time; docs/performance.md, "Two frames in the colour transform's domain").
+  // run's time; docs/performance.md, "verify checks GOPs in a few frames of memory").
   const std::size_t recycle = wanted != Frames::Streamed || predictor.bidirectional() ? 0 : predictor.intra_only() ? 1 : 2;
 
   for (std::size_t g = 0; g < chunks.size(); ++g) {
