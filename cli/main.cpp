@@ -717,7 +717,8 @@ int run_convert_model(int argc, char** argv) {
                            "Rewrite a version-1 PredNet model file as version 2, which tezip reads without libtorch, "
                            "or any model file as version 3, compact.");
   options.add_options()("h,help", "show this help")("q,quiet", "no summary")(
-      "input", "model file, or an archive that carries its model", cxxopts::value<std::string>())("o,output", "the model file to write", cxxopts::value<std::string>())("f,force", "overwrite the output")(
+      "input", "model file, or an archive that carries its model", cxxopts::value<std::string>())(
+      "o,output", "the model file to write", cxxopts::value<std::string>())("f,force", "overwrite the output")(
       "compact", "write version 3, each weight rounded to BITS significant bits of its channel's scale (2..16; 0: exact)",
       cxxopts::value<int>(), "BITS");
   options.parse_positional({"input"});

@@ -202,7 +202,8 @@ TEST_CASE("what needs libtorch says so when it is missing", "[exact][cli]") {
   CHECK(run.code == 0);
   CHECK_THAT(run.output, Contains("bound holds"));
   // Its output is never its input, and an archive without a model has none to give.
-  run = test::tezip_cli("convert-model " + test::quote(dir / "small.tzm") + " -o " + test::quote(dir / "small.tzm") + " --compact 8 -f", env);
+  const auto small = test::quote(dir / "small.tzm");
+  run = test::tezip_cli("convert-model " + small + " -o " + small + " --compact 8 -f", env);
   CHECK(run.code != 0);
   CHECK(load_model_file(dir / "small.tzm").version == 3);
   run = test::tezip_cli("convert-model " + test::quote(dir / "v3.tzp") + " -o " + test::quote(dir / "none.tzm"), env);
