@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -32,11 +33,19 @@ class ArchiveDecoder {
   // Decodes chunk i and checks it against the index's checksums, keeping no more of it than its
   // decoding needs (Frames::Streamed: a few frames, not the GOP); throws as decode_chunk.
   void check_chunk(std::size_t i) const;
+  // Chunk `chunk` (an index into `chunks`), frame `frame` of it, planar, whole: valid during the call.
+  using FrameDone = std::function<void(std::size_t chunk, std::size_t frame, std::span<const std::uint16_t> pixels)>;
+  // Decodes as decode_chunks, but hands each frame to `frame_done` as soon as it is whole and keeps
+  // no more of a GOP than check_chunk. A frame with its own checksum (archives with per-frame
+  // checksums) is checked before it is handed over; a chunk checksum only once its GOP is decoded,
+  // so frames handed over may belong to a GOP that then fails (DataError): decompress writes them
+  // to a staging folder that a failure removes.
+  void stream_chunks(std::span<const std::size_t> chunks, const FrameDone& frame_done) const;
   // How many chunks decode_chunks likes at once.
   std::size_t preferred_batch() const;
 
  private:
-  std::vector<GopFrames> decode_checked(std::span<const std::size_t> chunks, Frames wanted) const;
+  std::vector<GopFrames> decode_checked(std::span<const std::size_t> chunks, Frames wanted, const FrameDone& frame_done) const;
   std::unique_ptr<ArchiveReader> reader_;
   std::unique_ptr<Predictor> predictor_;
 };

@@ -793,11 +793,11 @@ TEST_CASE("frames that would be written under one name are refused before decomp
   CHECK_FALSE(fs::exists(sample.dir / "out"));
 }
 
-// verify without an original checks each chunk in a few frames of memory (check_chunk,
-// Frames::Streamed: frame t decoded into frame t - 2's buffer, the colour transform's RGB frames
-// into one): the frame checksums still see every row, for every predictor and mode, and a wrong
-// one is still found.
-TEST_CASE("check_chunk checks every GOP in a few frames of memory and finds a wrong checksum", "[archive]") {
+// verify without an original checks each chunk in a few frames of memory (check_chunk), and
+// decompress writes each frame as it is decoded (stream_chunks), both with Frames::Streamed (frame t
+// decoded into frame t - 2's buffer, the colour transform's RGB frames into one): the checksums still
+// see every row, for every predictor and mode, the files are exact, and a wrong checksum is found.
+TEST_CASE("check_chunk and decompress take GOPs a few frames at a time and find a wrong checksum", "[archive]") {
   for (const char* predictor : {"auto", "previous", "linear", "motion", "intra", "bidirectional"})
     for (const bool lossless : {true, false}) {
       INFO(predictor << (lossless ? " lossless" : " abs 2"));
@@ -819,14 +819,29 @@ TEST_CASE("check_chunk checks every GOP in a few frames of memory and finds a wr
         const ArchiveDecoder decoder(path);
         for (std::size_t i = 0; i < decoder.index().chunks.size(); ++i) CHECK_NOTHROW(decoder.check_chunk(i));
         CHECK(verify(path, std::nullopt, 1).ok());
+        // decompress writes each frame as it is decoded (stream_chunks): the files hold every frame
+        // exactly as a decoder's frames (verify against them: max error 0 in lossless mode).
+        const fs::path out = sample.dir / "out";
+        fs::remove_all(out);
+        decompress(path, out, {});
+        const auto check = verify(path, out, 2);
+        CHECK(check.ok());
+        CHECK(check.max_error == 0);
       }
       auto index = sample.index();
       index.chunks[1].frames_hash ^= 1;
       const fs::path wrong = sample.dir / "wrong.tzp";
       write_file(wrong, sample.with_stored_index(store_index_body(serialize_index(index, kArchiveVersion))));
+      const auto listing_before = listing(sample.dir.path());
       const ArchiveDecoder decoder(wrong);
       CHECK_NOTHROW(decoder.check_chunk(0));
       CHECK_THAT(message_of<DataError>([&] { decoder.check_chunk(1); }), Contains("checksum mismatch"));
       CHECK_FALSE(verify(wrong, std::nullopt, 1).ok());
+      // decompress has written chunk 1's frames before its checksum fails: into its staging folder,
+      // which goes with the error.
+      const fs::path out = sample.dir / "wrong-out";
+      CHECK_THAT(message_of<DataError>([&] { decompress(wrong, out, {}); }), Contains("checksum mismatch"));
+      CHECK_FALSE(fs::exists(out));
+      CHECK(listing(sample.dir.path()) == listing_before);
     }
 }
