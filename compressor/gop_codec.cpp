@@ -1496,7 +1496,11 @@ bool is_pixel_domain_chunk(std::span<const std::uint8_t> chunk) {
   return !chunk.empty() && (chunk[0] == kPixelChunk || chunk[0] == kSparseChunk);
 }
 
-GopFrames decode_pixel_domain_chunk(const FrameShape& shape, std::span<const std::uint8_t> chunk, std::size_t frame_count) {
+// `done(t, c, plane)` hears of each plane as soon as it is decoded, while it is in cache; with
+// Frames::Streamed every frame is decoded into one buffer, and the frames returned are not the GOP's.
+GopFrames decode_pixel_domain_chunk(const FrameShape& shape, std::span<const std::uint8_t> chunk, std::size_t frame_count,
+                                    const std::function<void(std::size_t, std::size_t, std::span<const std::uint16_t>)>& done,
+                                    Frames wanted) {
   ByteReader in(chunk, "chunk");
   const bool sparse = in.u8() == kSparseChunk;
   const char* what = sparse ? "sparse chunk" : "pixel chunk";
@@ -1524,20 +1528,32 @@ GopFrames decode_pixel_domain_chunk(const FrameShape& shape, std::span<const std
                           ? codecs::decompress_zstd_frame(payload, least, most, what)
                           : codecs::decompress_lzma_frame(payload, least, most, what);
   in.expect_end();
-  GopFrames frames = unwritten_frames(count, shape.size());  // written whole below
+  GopFrames frames(count);  // each written whole below, into its own buffer or the last frame's
+  const auto take = [&](std::size_t t) -> Pixels& {
+    frames[t] = wanted == Frames::Streamed && t > 0 ? std::move(frames[t - 1]) : Pixels(shape.size());
+    return frames[t];
+  };
+  const auto tell = [&](std::size_t t) {
+    if (done)
+      for (std::size_t c = 0; c < shape.channels; ++c) done(t, c, std::span<const std::uint16_t>(frames[t]).subspan(c * plane_size, plane_size));
+  };
   const std::span<const std::uint8_t> bytes(packed);
   if (!sparse) {
-    for (std::size_t t = 0; t < count; ++t)
-      codecs::unpack_samples(bytes.subspan(t * frame_bytes, frame_bytes), shape.max_value, frames[t]);
+    for (std::size_t t = 0; t < count; ++t) {
+      codecs::unpack_samples(bytes.subspan(t * frame_bytes, frame_bytes), shape.max_value, take(t));
+      tell(t);
+    }
     return frames;
   }
   try {
     codecs::SparsePlaneReader reader(bytes.last(mask_bytes), bytes.first(bytes.size() - mask_bytes), top, background);
-    for (auto& frame : frames) {
+    for (std::size_t t = 0; t < count; ++t) {
+      Pixels& frame = take(t);
       for (std::size_t c = 0; c < shape.channels; ++c)
         reader.read(shape.width, std::span<std::uint16_t>(frame).subspan(c * plane_size, plane_size));
       if (tolerance > 0)
         for (auto& v : frame) v = std::uint16_t(std::min(std::uint32_t(v) * bin_width, shape.max_value));
+      tell(t);
     }
     reader.finish();
   } catch (const codecs::CodecError& e) {
@@ -1703,13 +1719,9 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
         throw DataError("chunk: a colour transform where the archive cannot have one");
       transformed.push_back(chunks[g].subspan(2)), transformed_counts.push_back(frame_counts[g]), transformed_at.push_back(g);
     } else if (is_pixel_domain_chunk(chunks[g])) {
-      frames[g] = decode_pixel_domain_chunk(shape, chunks[g], frame_counts[g]);
-      if (done) {
-        const std::size_t plane_size = std::size_t(shape.width) * shape.height;
-        for (std::size_t t = 0; t < frames[g].size(); ++t)
-          for (std::size_t c = 0; c < shape.channels; ++c)
-            done(g, t, c, 0, std::span<const std::uint16_t>(frames[g][t]).subspan(c * plane_size, plane_size));
-      }
+      std::function<void(std::size_t, std::size_t, std::span<const std::uint16_t>)> plane_done;
+      if (done) plane_done = [&](std::size_t t, std::size_t c, std::span<const std::uint16_t> plane) { done(g, t, c, 0, plane); };
+      frames[g] = decode_pixel_domain_chunk(shape, chunks[g], frame_counts[g], plane_done, wanted);
     } else {
       predicted.push_back(chunks[g]), counts.push_back(frame_counts[g]), where.push_back(g);
     }
