@@ -1535,7 +1535,8 @@ GopFrames decode_pixel_domain_chunk(const FrameShape& shape, std::span<const std
   };
   const auto tell = [&](std::size_t t) {
     if (done)
-      for (std::size_t c = 0; c < shape.channels; ++c) done(t, c, std::span<const std::uint16_t>(frames[t]).subspan(c * plane_size, plane_size));
+      for (std::size_t c = 0; c < shape.channels; ++c)
+        done(t, c, std::span<const std::uint16_t>(frames[t]).subspan(c * plane_size, plane_size));
   };
   const std::span<const std::uint8_t> bytes(packed);
   if (!sparse) {

@@ -58,7 +58,7 @@ std::vector<WeightTensor> parse_weights(std::span<const std::uint8_t> bytes, con
 // Version 3: the same list in one zstd frame, where each tensor whose rows (its first dimension: a
 // convolution's output channels) hold int16 multiples of one power of two per row is stored as such
 // (dtype 2: the row exponents, then the values zigzagged in two byte planes). Lossless: every float
-// comes back bit for bit, whatever its form; weights rounded by round_weights take 1-1.5 bytes each.
+// comes back bit for bit, whatever its form; weights rounded by round_weights to 8 bits take about a byte each.
 std::vector<std::uint8_t> serialize_compact_weights(const std::vector<WeightTensor>& tensors);
 std::vector<WeightTensor> parse_compact_weights(std::span<const std::uint8_t> bytes, const std::string& name);
 // The tensors of a model of version 2 or 3; throws ModelError (version 1: prednet_weights).
@@ -67,7 +67,7 @@ std::vector<WeightTensor> tensor_weights(const ModelFile& model, const std::stri
 // Rounds every row of every tensor (as above) to `bits`-bit signed integers (2..16) times the
 // smallest power of two that holds the row's largest value: each weight then keeps about `bits`
 // significant bits of its row's scale. The exact engine quantizes to 16 bits per output channel
-// (docs/exact_inference.md); 8 bits left PredNet's next-frame MSE within 0.3% of the exact weights'
+// (docs/exact_inference.md); 8 bits left PredNet's next-frame MSE within 0.4% of the exact weights'
 // (docs/training.md, "The embedded model's size").
 void round_weights(std::vector<WeightTensor>& tensors, int bits);
 // `model` as version 3, its weights rounded to `bits` first (0: as they are). Throws as prednet_weights.
