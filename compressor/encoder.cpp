@@ -115,13 +115,11 @@ CompressReport compress(const std::filesystem::path& input, const std::filesyste
       report.adapted_bytes = report.archive_bytes;
       report.classical_bytes = other.archive_bytes;
       report.kept_classical = other.archive_bytes < report.archive_bytes;
-      if (report.kept_classical) {
-        std::filesystem::rename(temporary.path(), output);
-        report.archive_bytes = other.archive_bytes;
-        report.chunks = other.chunks;
-      } else {
-        std::filesystem::remove(temporary.path());
-      }
+      std::error_code ec;
+      if (report.kept_classical) std::filesystem::rename(temporary.path(), output, ec);
+      if (!report.kept_classical || ec) std::filesystem::remove(temporary.path());  // ours either way
+      if (ec) throw OutputError(output.string() + ": cannot put --predictor auto's archive in place: " + ec.message());
+      if (report.kept_classical) report.archive_bytes = other.archive_bytes, report.chunks = other.chunks;
     }
     report.adapt_seconds = result.seconds;
     report.adapt_val_mse = result.val_mse;

@@ -262,7 +262,6 @@ std::vector<WeightTensor> parse_list(std::span<const std::uint8_t> bytes, const 
       pos += 4 * values;
     } else {
       const std::size_t rows = row_count(t), row_length = rows ? values / rows : 0;
-      need(rows);
       need(rows + 2 * values);
       const std::uint8_t* exponents = bytes.data() + pos;
       const std::uint8_t* low = exponents + rows;
