@@ -403,7 +403,11 @@ class AreaSearch {
     if (!bits_) return;
     double best = 1e300;
     MotionVector chosen{};
-    for (const MotionVector v : {best_, MotionVector{}, pred_}) {
+    const std::array<MotionVector, 3> candidates{best_, MotionVector{}, pred_};
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      const MotionVector v = candidates[i];
+      // A vector met before costs the same and cannot win (often all three are one: static areas).
+      if (std::find(candidates.begin(), candidates.begin() + i, v) != candidates.begin() + i) continue;
       std::size_t stride = 0;
       const std::uint16_t* p = forecast(v, stride);
       const double c = double(bits_of(plane_, f_.width, r_, p, stride, *bits_)) + vector_bits(v, pred_);
@@ -493,7 +497,7 @@ class AreaSearch {
   const ResidualBits* bits_;
   std::uint32_t max_value_;
   SimdPath path_;
-  std::array<std::uint16_t, kBlock * kBlock> buffer_{};
+  std::array<std::uint16_t, kBlock * kBlock> buffer_;  // written before it is read (forecast)
   std::array<std::uint32_t, kSlots> keys_;
   std::array<std::uint64_t, kSlots / 64> occupied_{};
   std::uint32_t tried_count_ = 0;
