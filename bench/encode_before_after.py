@@ -6,7 +6,8 @@
 For each entry, `compress INPUT -o ... -f -q -T 1 [options]` runs with each build in turn, RUNS
 times; the best CPU time (user + system; with --user, user alone) of each counts. RAW_MB (raw pixel megabytes) gives MB/s.
 Options are separated by colons (e.g. "mire2 abs 2:.cache/datasets/mire2:55.4:--mode:abs:--bound:2").
-The last archives of both builds are compared byte for byte. Archives go to a temporary folder."""
+The last archives of both builds are compared byte for byte, and their sizes given (after / before - 1).
+Archives go to a temporary folder."""
 import filecmp
 import os
 import sys
@@ -34,8 +35,10 @@ def main():
             t_new.append(cpu_seconds([after, "compress", source, "-o", new_archive, "-f", "-q", "-T", "1"] + options, user_only))
         same = filecmp.cmp(old_archive, new_archive, shallow=False)
         o, n, mb = min(t_old), min(t_new), float(raw_mb)
-        print(f"| {name} | {o:.2f} s ({mb / o:.1f} MB/s) | {n:.2f} s ({mb / n:.1f} MB/s) | {o / n:.2f}x | "
-              f"{'identical' if same else 'DIFFERENT'} |", flush=True)
+        old_size, new_size = os.path.getsize(old_archive), os.path.getsize(new_archive)
+        sizes = "identical" if same else f"{old_size:,} -> {new_size:,} ({100 * (new_size / old_size - 1):+.2f}%)"
+        print(f"| {name} | {o:.2f} s ({mb / o:.1f} MB/s) | {n:.2f} s ({mb / n:.1f} MB/s) | {o / n:.2f}x | {sizes} |",
+              flush=True)
     for f in (old_archive, new_archive):
         if os.path.exists(f):
             os.remove(f)
