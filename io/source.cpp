@@ -147,7 +147,8 @@ class NpySource final : public SequenceSource {
       if (!in_) throw InputError(file + ": cannot open");
     }
     const std::size_t bytes = geometry_.raw_bytes();
-    std::vector<std::uint8_t> raw(bytes);
+    std::vector<std::uint8_t>& raw = raw_;  // kept between frames: no fresh pages to fault in each time
+    raw.resize(bytes);
     in_.clear();
     in_.seekg(std::streamoff(offset_ + index * bytes));
     in_.read(reinterpret_cast<char*>(raw.data()), std::streamsize(bytes));
@@ -160,13 +161,22 @@ class NpySource final : public SequenceSource {
     f.pixels.resize(geometry_.pixel_count());
     const std::size_t plane = geometry_.plane_size();
     const std::size_t c = geometry_.channels;
-    for (std::size_t i = 0; i < plane; ++i) {
+    // (H, W, C) interleaved in the file, planes in the frame; .npy data is little-endian ('<u2'),
+    // whatever this machine is. One loop per type, so that the compiler vectorizes each.
+    if (geometry_.type == PixelType::U8 && c == 1) {
+      std::copy(raw.begin(), raw.end(), f.pixels.begin());
+    } else if (geometry_.type == PixelType::U8) {
       for (std::size_t k = 0; k < c; ++k) {
-        const std::size_t e = i * c + k;  // (H, W, C) interleaved in the file
-        // .npy data is little-endian ('<u2'), whatever this machine is.
-        f.pixels[k * plane + i] = geometry_.type == PixelType::U8
-                                      ? raw[e]
-                                      : std::uint16_t(raw[2 * e] | (raw[2 * e + 1] << 8));
+        std::uint16_t* out = f.pixels.data() + k * plane;
+        for (std::size_t i = 0; i < plane; ++i) out[i] = raw[i * c + k];
+      }
+    } else {
+      for (std::size_t k = 0; k < c; ++k) {
+        std::uint16_t* out = f.pixels.data() + k * plane;
+        for (std::size_t i = 0; i < plane; ++i) {
+          const std::size_t e = i * c + k;
+          out[i] = std::uint16_t(raw[2 * e] | (raw[2 * e + 1] << 8));
+        }
       }
     }
     return f;
@@ -179,6 +189,7 @@ class NpySource final : public SequenceSource {
   std::size_t frames_;
   std::uint64_t offset_;
   std::ifstream in_;
+  std::vector<std::uint8_t> raw_;  // the last frame's bytes as read
 };
 
 class VideoSource final : public SequenceSource {
