@@ -1405,17 +1405,19 @@ void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const Co
 
 // The bands of rows through all of a GOP's frames that a trial codes in place of its frames (auto's
 // choice, the colour transform's; encode_predicted says why): as many pixels as `trial_frames`
-// whole frames, in as many bands as kMinRows rows each allow, up to kBands, each at least kMinRows
-// high (a multiple of 16: two rows of motion blocks), spread evenly down the frame, each to be
-// coded as a GOP of its own, `trial_shape` high. None where bands would cover the frames: the
-// trial then codes the GOP itself.
+// whole frames, and at least `least_pixels` (a sample too small to rank the choices by), in as many
+// bands as kMinRows rows each allow, up to kBands, each at least kMinRows high (a multiple of 16:
+// two rows of motion blocks), spread evenly down the frame, each to be coded as a GOP of its own,
+// `trial_shape` high. None where bands would cover the frames: the trial then codes the GOP itself.
 std::vector<GopFrames> trial_bands(const GopFrames& frames, const FrameShape& shape, FrameShape& trial_shape,
-                                   std::uint32_t trial_frames) {
+                                   std::uint32_t trial_frames, std::uint64_t least_pixels = 0) {
   constexpr std::uint32_t kBands = 3, kMinRows = 32, kRowStep = 16;
   trial_shape = shape;
   std::vector<GopFrames> cuts;
-  if (frames.empty()) return cuts;
-  const std::uint64_t wanted = (std::uint64_t(shape.height) * trial_frames + frames.size() - 1) / frames.size();
+  if (frames.empty() || shape.width == 0) return cuts;
+  const std::uint64_t frame_rows = frames.size() * std::uint64_t(shape.width);  // pixels a row of bands holds
+  const std::uint64_t wanted = std::max((std::uint64_t(shape.height) * trial_frames + frames.size() - 1) / frames.size(),
+                                        (least_pixels + frame_rows - 1) / frame_rows);
   const std::uint32_t bands = std::uint32_t(std::clamp<std::uint64_t>((wanted + kMinRows - 1) / kMinRows, 1, kBands));
   const std::uint32_t rows = std::uint32_t(std::min<std::uint64_t>(
       shape.height, std::max<std::uint64_t>(kMinRows, (wanted / bands + kRowStep - 1) / kRowStep * kRowStep)));
@@ -1430,11 +1432,14 @@ std::vector<GopFrames> trial_bands(const GopFrames& frames, const FrameShape& sh
   return cuts;
 }
 
-// The pixels of auto's trial, in whole frames (trial_bands). Its choices are close on camera and
-// video (previous, linear and bidirectional within a few percent of each other), where what they
-// cost is the trial itself: measured against 6 (docs/performance.md, "auto's trial on half the
-// pixels"), 3 encodes gray vtest 1.38x faster, the archives of 15 inputs within -0.11% .. +0.12%.
+// The pixels of auto's trial, in whole frames (trial_bands), and at least kAutoTrialPixels. Its
+// choices are close on camera and video (previous, linear and bidirectional within a few percent
+// of each other), where what they cost is the trial itself: measured against 6 frames
+// (docs/performance.md, "auto's trial on half the pixels"), 3 encode gray vtest 1.37x faster, 23
+// archives the same or up to 0.3% smaller. The floor: sample/vtest at abs 2 (16 frames of 160 x
+// 120) took `bidirectional` on one band of 32 rows (82k pixels), 3.7% larger than `previous`.
 constexpr std::uint32_t kAutoTrialFrames = 3;
+constexpr std::uint64_t kAutoTrialPixels = std::uint64_t{1} << 18;
 
 std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const FrameShape& shape,
                                          std::span<const GopFrames* const> gops, const CodingSettings& settings) {
@@ -1471,7 +1476,7 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
     const GopFrames& frames = *gops[g];
     if (frames.size() < 2) continue;
     FrameShape trial_shape = shape;
-    const std::vector<GopFrames> cuts = trial_bands(frames, shape, trial_shape, kAutoTrialFrames);
+    const std::vector<GopFrames> cuts = trial_bands(frames, shape, trial_shape, kAutoTrialFrames, kAutoTrialPixels);
     std::vector<const GopFrames*> trial;
     for (const auto& c : cuts) trial.push_back(&c);
     if (cuts.empty()) trial.push_back(&frames);
