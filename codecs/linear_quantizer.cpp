@@ -427,25 +427,30 @@ std::vector<std::int32_t> sample_intra_symbols(std::span<const std::uint16_t> pl
   const std::size_t height = plane.size() / width;
   const std::size_t step = cost_sample_step(height);
   const LinearQuantizer quantizer(bound);
-  std::vector<std::int32_t> out;
-  out.reserve((height + step - 1) / step * width);
+  std::vector<std::int32_t> out((height + step - 1) / step * width);
+  std::int32_t* bin_row = out.data();
   const bool uniform = bound.pointwise_rel <= 0 && UniformBins::exact(bound.tolerance);
   const UniformBins bins(uniform ? bound.tolerance : 0);
   // Each sampled row's forecasts first (intra_forecast's cases hoisted out of the row: a loop
-  // without branches), then its bins.
+  // without branches), then its bins (a loop per kind of bin).
   std::vector<std::int32_t> forecast(width);
-  for (std::size_t y = 0; y < height; y += step) {
+  for (std::size_t y = 0; y < height; y += step, bin_row += width) {
     const std::uint16_t* row = plane.data() + y * width;
     forecast[0] = y == 0 ? 0 : row[-std::ptrdiff_t(width)];
     if (y == 0) {
       for (std::size_t x = 1; x < width; ++x) forecast[x] = row[x - 1];
     } else {
       const std::uint16_t* up = row - width;
-      for (std::size_t x = 1; x < width; ++x) forecast[x] = med_clamped(row[x - 1], up[x], up[x - 1]);
+      // 32-bit arithmetic (med_pixels: the same value for 16-bit pixels), which vectorizes.
+      for (std::size_t x = 1; x < width; ++x) forecast[x] = std::int32_t(med_pixels(row[x - 1], up[x], up[x - 1]));
     }
-    for (std::size_t x = 0; x < width; ++x) {
-      const std::int32_t f = forecast[x], r = std::int32_t(row[x]) - f;
-      out.push_back(uniform ? bins.bin(r) : bin_index(r, std::int32_t(quantizer.half_width(std::uint32_t(f)))));
+    if (uniform) {
+      for (std::size_t x = 0; x < width; ++x) bin_row[x] = bins.bin(std::int32_t(row[x]) - forecast[x]);
+    } else {
+      for (std::size_t x = 0; x < width; ++x) {
+        const std::int32_t f = forecast[x];
+        bin_row[x] = bin_index(std::int32_t(row[x]) - f, std::int32_t(quantizer.half_width(std::uint32_t(f))));
+      }
     }
   }
   return out;
