@@ -772,7 +772,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   const std::size_t lanes = chosen->lanes;
   wide = chosen->wide;
   // The contexts of the choice: one stripe's, the stripes' first rows patched.
-  std::vector<std::uint16_t> index(n);
+  std::vector<std::uint16_t, BufferAllocator<std::uint16_t>> index(n);  // every row written below
   for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) {
     row_contexts(token_row(row), row_tokens(upper), row_tokens(upper2), index.data() + row * width);
   });
