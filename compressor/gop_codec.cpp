@@ -1457,7 +1457,7 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
   // Per GOP, the choice that codes bands of rows through all its frames smallest: a measurement with
   // the real quantizer and coders, not an estimate (the order-0 estimates misjudge how much better
   // context coding does on spatial residuals: on the castle depth maps they favour `previous` by
-  // 25% where `intra` codes 28% smaller). The bands (trial_bands: as many pixels as 6 whole frames,
+  // 25% where `intra` codes 28% smaller). The bands (trial_bands: the pixels of kAutoTrialFrames frames,
   // spread down the frame) are each coded as a GOP of its own. So the trial sees what happens over
   // the whole GOP: a cut or a flash half-way (the colour clip `tree`,
   // frames 76-79, on which `bidirectional` codes 28% larger), and, at abs 2, how the closed loop
