@@ -502,13 +502,14 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       append_zigzagged(s.symbols, transformed);
     }
   };
-  // A plane's symbols: to the stream (gray), or to wait for the rest of the frame (colour). Inter
-  // planes come with their estimate (which holds their spatial transform).
-  auto put_symbols = [&](GopSymbols& s, std::size_t c, std::span<const std::int32_t> symbols, bool intra,
+  // A plane's symbols: to the stream (gray), or to wait for the rest of the frame (colour: the
+  // buffer is swapped with the plane's pending one, which `symbols` then holds, to be written over:
+  // its last use). Inter planes come with their estimate (which holds their spatial transform).
+  auto put_symbols = [&](GopSymbols& s, std::size_t c, std::vector<std::int32_t>& symbols, bool intra,
                          std::optional<codecs::TransformChoice> own) {
     if (!colour) return emit_symbols(s, symbols, intra, own ? own->transform : PlaneTransform::None);
     PendingPlane& p = pending[c];
-    std::copy(symbols.begin(), symbols.end(), p.symbols.begin());
+    p.symbols.swap(symbols);
     p.present = true, p.intra = intra, p.own = own;
   };
   auto put_colour_frame = [&](std::size_t g, std::size_t t) {
