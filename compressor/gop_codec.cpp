@@ -1416,7 +1416,7 @@ std::vector<GopFrames> trial_bands(const GopFrames& frames, const FrameShape& sh
   trial_shape = shape;
   std::vector<GopFrames> cuts;
   if (frames.empty() || shape.width == 0) return cuts;
-  const std::uint64_t frame_rows = frames.size() * std::uint64_t(shape.width);  // pixels a row of bands holds
+  const std::uint64_t frame_rows = frames.size() * std::uint64_t(shape.width);  // the pixels of a row through every frame
   const std::uint64_t wanted = std::max((std::uint64_t(shape.height) * trial_frames + frames.size() - 1) / frames.size(),
                                         (least_pixels + frame_rows - 1) / frame_rows);
   const std::uint32_t bands = std::uint32_t(std::clamp<std::uint64_t>((wanted + kMinRows - 1) / kMinRows, 1, kBands));
