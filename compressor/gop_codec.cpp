@@ -1238,6 +1238,15 @@ std::uint8_t chunk_choice(std::span<const std::uint8_t> chunk) {
   return in.u8();
 }
 
+// The predictor a chunk's GOP was coded with: the choice it records among `predictor`'s (auto), or
+// `predictor` itself where that offers none; nullptr where the chunk names a choice not offered.
+const Predictor* chunk_predictor(const Predictor& predictor, std::span<const std::uint8_t> chunk) {
+  const auto choices = predictor.choices();
+  const std::uint8_t choice = chunk_choice(chunk);
+  if (choices.empty()) return choice == 0 ? &predictor : nullptr;
+  return choice >= 1 && choice <= choices.size() ? choices[choice - 1] : nullptr;
+}
+
 // Rows y0 .. y0 + rows - 1 of every frame (every channel) of a GOP, as a GOP of frames `rows` high.
 GopFrames band(const GopFrames& frames, const FrameShape& shape, std::uint32_t y0, std::uint32_t rows) {
   const std::size_t plane = std::size_t(shape.width) * shape.height, cut = std::size_t(shape.width) * rows;
@@ -1341,9 +1350,8 @@ void try_pixel_chunk(const FrameShape& shape, const GopFrames& frames, const Cod
 bool codes_frames_alone(const Predictor& predictor, const EncodedGop& coded) {
   if (coded.stats.pixels) return true;
   if (predictor.intra_only()) return true;
-  const auto choices = predictor.choices();
-  const std::uint8_t choice = chunk_choice(coded.bytes);
-  return choice >= 1 && choice <= choices.size() && choices[choice - 1]->intra_only();
+  const Predictor* used = chunk_predictor(predictor, coded.bytes);
+  return used && used->intra_only();
 }
 
 // Replaces `coded` by the GOP's sparse chunk where that is smaller: losslessly, or under a tolerance
@@ -1592,7 +1600,7 @@ std::vector<GopFrames> decode_predicted(const Predictor& predictor, const FrameS
   std::vector<std::uint8_t> chosen(chunks.size());
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     chosen[g] = chunk_choice(chunks[g]);
-    if (choices.empty() ? chosen[g] != 0 : chosen[g] == 0 || chosen[g] > choices.size())
+    if (!chunk_predictor(predictor, chunks[g]))
       throw DataError("chunk: predictor choice " + std::to_string(chosen[g]) + " is not one the archive's predictor offers");
   }
   if (choices.empty()) return decode_with(predictor, shape, chunks, frame_counts, settings, done, wanted);
@@ -1712,8 +1720,8 @@ std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t>
   if (head[0] == kSparseChunk) return "sparse";
   const auto choices = predictor.choices();
   if (choices.empty() || head.size() < 3) return predictor.identity().kind;  // version, quantizer, choice
-  const std::uint8_t choice = chunk_choice(head);
-  return choice >= 1 && choice <= choices.size() ? choices[choice - 1]->identity().kind : "?";
+  const Predictor* used = chunk_predictor(predictor, head);
+  return used ? used->identity().kind : "?";
 }
 
 std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape& shape,
@@ -1750,11 +1758,9 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
     // rows must stay valid while a checksum waits for the rows before them: bidirectional GOPs).
     std::vector<Pixels> spare(transformed.size());
     std::vector<bool> in_order(transformed.size(), false);
-    const auto choices = predictor.choices();
     for (std::size_t i = 0; i < transformed.size() && wanted == Frames::Streamed; ++i) {
-      const std::uint8_t k = chunk_choice(transformed[i]);
-      const Predictor& used = choices.empty() || k == 0 || k > choices.size() ? predictor : *choices[k - 1];
-      in_order[i] = !used.bidirectional();
+      const Predictor* used = chunk_predictor(predictor, transformed[i]);  // none: decode_predicted refuses it
+      in_order[i] = used && !used->bidirectional();
     }
     for (std::size_t i = 0; i < transformed.size(); ++i) {
       frames[transformed_at[i]].resize(transformed_counts[i]);  // each frame's buffer taken with its first rows
