@@ -116,7 +116,8 @@ struct IntraStep {
   Rec rec;
   [[gnu::target("avx2")]] __m256i operator()(__m256i a, __m256i b, __m256i c, __m256i q, std::size_t i) {
     const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
-    __m256i f = _mm256_max_epi32(lo, _mm256_min_epi32(hi, _mm256_sub_epi32(_mm256_add_epi32(a, b), c)));
+    // (a - c) + b: a - c waits only on the left neighbour, beside the permute that gives b.
+    __m256i f = _mm256_max_epi32(lo, _mm256_min_epi32(hi, _mm256_add_epi32(_mm256_sub_epi32(a, c), b)));
     if (i < 8) f = _mm256_blendv_epi8(f, b, wavefront_avx2::column0(i));
     return rec(f, q, i);
   }
@@ -148,12 +149,58 @@ struct UniformRec {
   }
 };
 
+// IntraStep, LosslessRec and UniformRec on sixteen rows (AVX-512, wavefront_avx2.hpp's strip16):
+// the same arithmetic lane by lane.
+template <class Rec>
+struct IntraStep16 {
+  Rec rec;
+  [[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] __m512i operator()(__m512i a, __m512i b, __m512i c, __m512i q,
+                                                                    std::size_t i) {
+    const __m512i lo = _mm512_min_epi32(a, b), hi = _mm512_max_epi32(a, b);
+    // (a - c) + b: a - c waits only on the left neighbour, beside the permute that gives b.
+    __m512i f = _mm512_max_epi32(lo, _mm512_min_epi32(hi, _mm512_add_epi32(_mm512_sub_epi32(a, c), b)));
+    if (i < 16) f = _mm512_mask_mov_epi32(f, __mmask16(1u << i), b);
+    return rec(f, q, i);
+  }
+};
+
+struct LosslessRec16 {
+  __m512i max_value;
+  __mmask16 bad;
+  std::size_t width;
+  [[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] __m512i operator()(__m512i f, __m512i q, std::size_t i) {
+    const __m512i y = _mm512_add_epi32(f, q);
+    const __mmask16 pixels = i >= 15 && i < width ? __mmask16(0xFFFF) : wavefront_avx2::inside16(i, width);
+    bad |= _mm512_mask_cmpgt_epu32_mask(pixels, y, max_value);
+    return _mm512_and_si512(y, _mm512_set1_epi32(0xFFFF));
+  }
+};
+
+struct UniformRec16 {
+  __m512i w, low, high, max_value;
+  [[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] __m512i operator()(__m512i f, __m512i q, std::size_t) const {
+    q = _mm512_max_epi32(_mm512_min_epi32(q, high), low);
+    const __m512i y = _mm512_add_epi32(f, _mm512_mullo_epi32(q, w));
+    return _mm512_min_epi32(_mm512_max_epi32(y, _mm512_setzero_si512()), max_value);
+  }
+};
+
 // The intra reconstruction with strips of 8 rows in AVX2 (wavefront_avx2.hpp).
 template <class Step, class Rec>
 [[gnu::target("avx2")]] void intra_rows_avx2(const std::int32_t* symbols, std::size_t width, std::size_t height,
                                             std::uint16_t* out, Step& step, Rec rec) {
   const auto median = [](std::uint32_t a, std::uint32_t b, std::uint32_t c) { return med_pixels(a, b, c); };
   wavefront_avx2::median_rows8<std::uint32_t>(symbols, out, width, 0, height, median, rec, step);
+}
+
+// The same with strips of 16 rows first (AVX-512): the serial chain of each step serves twice the
+// rows.
+template <class Step, class Rec, class Step16>
+[[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] void intra_rows_avx512(const std::int32_t* symbols, std::size_t width,
+                                                                     std::size_t height, std::uint16_t* out, Step& step,
+                                                                     Rec rec, Step16& step16) {
+  const auto median = [](std::uint32_t a, std::uint32_t b, std::uint32_t c) { return med_pixels(a, b, c); };
+  wavefront_avx2::median_rows16<std::uint32_t>(symbols, out, width, 0, height, median, rec, step, step16);
 }
 
 // dequantize_plane_intra's lossless case; true when a pixel left the range.
@@ -170,6 +217,21 @@ template <class Step, class Rec>
   return out_of_range != 0 || !_mm256_testz_si256(step.rec.bad, step.rec.bad);
 }
 
+[[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] bool intra_lossless_avx512(const std::int32_t* symbols, std::size_t width,
+                                                                         std::size_t height, std::uint16_t* out,
+                                                                         std::uint32_t max_value) {
+  std::uint32_t out_of_range = 0;
+  const auto rec = [&](std::uint32_t f, std::int32_t q) {
+    const std::uint32_t y = f + std::uint32_t(q);
+    out_of_range |= std::uint32_t(y > max_value);
+    return std::uint16_t(y);
+  };
+  IntraStep<LosslessRec> step{{_mm256_set1_epi32(int(max_value)), _mm256_setzero_si256(), width}};
+  IntraStep16<LosslessRec16> step16{{_mm512_set1_epi32(int(max_value)), 0, width}};
+  intra_rows_avx512(symbols, width, height, out, step, rec, step16);
+  return out_of_range != 0 || !_mm256_testz_si256(step.rec.bad, step.rec.bad) || step16.rec.bad != 0;
+}
+
 // dequantize_plane_intra's uniform case where 32 bits suffice.
 [[gnu::target("avx2")]] void intra_uniform_avx2(const std::int32_t* symbols, std::size_t width, std::size_t height,
                                                std::uint16_t* out, std::int32_t w, std::int32_t max_value) {
@@ -180,6 +242,20 @@ template <class Step, class Rec>
   IntraStep<UniformRec> step{{_mm256_set1_epi32(w), _mm256_set1_epi32(-limit), _mm256_set1_epi32(limit),
                               _mm256_set1_epi32(max_value)}};
   intra_rows_avx2(symbols, width, height, out, step, rec);
+}
+
+[[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] void intra_uniform_avx512(const std::int32_t* symbols, std::size_t width,
+                                                                        std::size_t height, std::uint16_t* out,
+                                                                        std::int32_t w, std::int32_t max_value) {
+  const auto rec = [&](std::uint32_t f, std::int32_t q) {
+    return std::uint16_t(std::clamp<std::int64_t>(std::int64_t(f) + std::int64_t(q) * w, 0, max_value));
+  };
+  const int limit = max_value + 1;
+  IntraStep<UniformRec> step{{_mm256_set1_epi32(w), _mm256_set1_epi32(-limit), _mm256_set1_epi32(limit),
+                              _mm256_set1_epi32(max_value)}};
+  IntraStep16<UniformRec16> step16{{_mm512_set1_epi32(w), _mm512_set1_epi32(-limit), _mm512_set1_epi32(limit),
+                                    _mm512_set1_epi32(max_value)}};
+  intra_rows_avx512(symbols, width, height, out, step, rec, step16);
 }
 #endif
 
@@ -387,7 +463,8 @@ void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t w
       intra_rows(symbols.data(), width, height, recon.data(), rec);
     } else {
 #ifdef TEZIP_HAVE_AVX2_WAVEFRONT
-      out_of_range |= std::uint32_t(intra_lossless_avx2(symbols.data(), width, height, recon.data(), max_value));
+      const auto intra = path >= SimdPath::avx512 ? intra_lossless_avx512 : intra_lossless_avx2;
+      out_of_range |= std::uint32_t(intra(symbols.data(), width, height, recon.data(), max_value));
 #endif
     }
     if (out_of_range) throw CodecError("lossless residual leaves the pixel range");
@@ -403,7 +480,8 @@ void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t w
       intra_rows(symbols.data(), width, height, recon.data(), rec);
     } else {
 #ifdef TEZIP_HAVE_AVX2_WAVEFRONT
-      intra_uniform_avx2(symbols.data(), width, height, recon.data(), std::int32_t(w), std::int32_t(max_value));
+      const auto intra = path >= SimdPath::avx512 ? intra_uniform_avx512 : intra_uniform_avx2;
+      intra(symbols.data(), width, height, recon.data(), std::int32_t(w), std::int32_t(max_value));
 #endif
     }
     return;

@@ -166,7 +166,7 @@ void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> pl
     // With AVX-512, strips of 16 rows first: the serial chain of each step serves twice the rows.
     if (path >= SimdPath::avx512) {
       MedianStep16 step16;
-      return wavefront_avx2::median_rows16(p, width, y_begin, y_end, median, rec, step, step16);
+      return wavefront_avx2::median_rows16<std::int32_t>(p, p, width, y_begin, y_end, median, rec, step, step16);
     }
     return wavefront_avx2::median_rows8<std::int32_t>(p, p, width, y_begin, y_end, median, rec, step);
   }

@@ -112,6 +112,7 @@ template <class In, class Out, class Step>
     for (std::size_t k = 0; k < 8; ++k)
       r[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row0 + k * stride + x0 - k));
     transpose8(r);
+#pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       const __m256i b = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(a, shift), _mm256_set1_epi32(up[x0 + j]), 0x01);
       a = step(a, b, c, r[j], x0 + std::size_t(j));
@@ -202,16 +203,19 @@ template <class Value, class In, class Out, class Med, class Rec, class Step>
   }
 }
 
-// strip8 sixteen rows deep, in place on an int32 plane: rows [y, y + 16) (y >= 1, row y - 1
-// already reconstructed), lane k one column behind lane k - 1, in one 512-bit vector; `step(a, b,
-// c, q, i)` as strip8's, on 16 lanes. No scratch: each row's 16 skewed columns are loaded straight
-// from the plane and stored back, masked where they leave 0..width - 1 (lanes there are ignored by
-// the steps, as strip8's margins are), so a block's stores never reach columns a later block
-// loads. Needs width >= 16 (the masked-off lanes of the first block then stay inside the plane).
-template <class Step>
-[[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] inline void strip16(std::int32_t* plane, std::size_t width, std::size_t y,
-                                                                  Step& step) {
-  const std::int32_t* up = plane + (y - 1) * width;
+// strip8 sixteen rows deep: rows [y, y + 16) of `out` (y >= 1, row y - 1 already reconstructed)
+// from the int32 inputs `in` (`in` may be `out`: an int32 plane in place), lane k one column behind
+// lane k - 1, in one 512-bit vector; `step(a, b, c, q, i)` as strip8's, on 16 lanes. No scratch:
+// each row's 16 skewed columns are loaded straight from `in` and stored to `out` (16-bit outputs
+// keep their low 16 bits, as strip8's narrowing of values in range), masked where they leave 0..width
+// - 1 (lanes there are ignored by the steps, as strip8's margins are), so a block's stores never reach
+// columns a later block loads. Needs width >= 16 (the masked-off lanes of the first block then stay
+// inside the plane).
+template <class Out, class Step>
+[[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] inline void strip16(const std::int32_t* in, Out* out, std::size_t width,
+                                                                  std::size_t y, Step& step) {
+  static_assert(sizeof(Out) == 4 || sizeof(Out) == 2, "16- or 32-bit outputs");
+  const Out* up = out + (y - 1) * width;
   const std::ptrdiff_t w = std::ptrdiff_t(width);
   // The lanes of row k's block at x0: columns x0 - k + i within 0..width - 1.
   const auto lanes = [w](std::ptrdiff_t first) -> __mmask16 {
@@ -221,21 +225,26 @@ template <class Step>
   const __m512i shift = _mm512_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14);
   __m512i a = _mm512_setzero_si512(), c = _mm512_setzero_si512();
   const std::size_t steps = width + 15;
+  alignas(64) std::int32_t above[16];
   for (std::size_t x0 = 0; x0 < steps; x0 += 16) {
-    std::int32_t* block = plane + y * width + x0;  // row k's block starts at block + k * (width - 1)
+    // Row k's block starts at k * (width - 1) past the first row's.
+    const std::int32_t* src = in + y * width + x0;
+    Out* dst = out + y * width + x0;
     const bool inside = x0 >= 15 && x0 + 16 <= width;
     __m512i r[16];
     for (std::size_t k = 0; k < 16; ++k) {
-      std::int32_t* at = block + std::ptrdiff_t(k) * (w - 1);
+      const std::int32_t* at = src + std::ptrdiff_t(k) * (w - 1);
       r[k] = inside ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi32(lanes(std::ptrdiff_t(x0) - std::ptrdiff_t(k)), at);
     }
     transpose16(r);
-    std::int32_t tail[16] = {};  // the row above past its end reads as 0, as strip8's margin
-    const std::int32_t* above = up + x0;
-    if (x0 + 16 > width) {
-      for (std::size_t j = 0; x0 + j < width; ++j) tail[j] = above[j];
-      above = tail;
+    // The row above, widened; past its end it reads as 0, as strip8's margin.
+    const __mmask16 up_lanes = x0 + 16 <= width ? __mmask16(0xFFFF) : lanes(std::ptrdiff_t(x0));
+    if constexpr (sizeof(Out) == 4) {
+      _mm512_store_si512(above, _mm512_maskz_loadu_epi32(up_lanes, up + x0));
+    } else {
+      _mm512_store_si512(above, _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(up_lanes, up + x0)));
     }
+#pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) {
       const __m512i b = _mm512_mask_set1_epi32(_mm512_permutexvar_epi32(shift, a), 1, above[j]);
       a = step(a, b, c, r[j], x0 + std::size_t(j));
@@ -244,27 +253,39 @@ template <class Step>
     }
     transpose16(r);
     for (std::size_t k = 0; k < 16; ++k) {
-      std::int32_t* at = block + std::ptrdiff_t(k) * (w - 1);
-      if (inside) {
-        _mm512_storeu_si512(at, r[k]);
+      Out* at = dst + std::ptrdiff_t(k) * (w - 1);
+      const __mmask16 m = inside ? __mmask16(0xFFFF) : lanes(std::ptrdiff_t(x0) - std::ptrdiff_t(k));
+      if constexpr (sizeof(Out) == 4) {
+        _mm512_mask_storeu_epi32(at, m, r[k]);
       } else {
-        _mm512_mask_storeu_epi32(at, lanes(std::ptrdiff_t(x0) - std::ptrdiff_t(k)), r[k]);
+        // Narrowed in a register, then stored: vpmovdw to memory is slow on AMD's Zen 4 (the empty
+        // asm keeps GCC from folding the two back into it).
+        __m256i narrow = _mm512_cvtepi32_epi16(r[k]);
+        asm("" : "+v"(narrow));
+        _mm256_mask_storeu_epi16(at, m, narrow);
       }
     }
   }
 }
 
-// median_rows8 in place on an int32 plane with strips of 16 rows first (strip16 with `step16`;
-// planes at least 16 wide), then of 8, then the rest.
-template <class Med, class Rec, class Step8, class Step16>
-[[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] inline void median_rows16(std::int32_t* plane, std::size_t width,
+// median_rows8 with strips of 16 rows first (strip16 with `step16`; planes at least 16 wide), then
+// of 8, then the rest: from int32 inputs (`in` may be `out`, an int32 plane in place).
+template <class Value, class Out, class Med, class Rec, class Step8, class Step16>
+[[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] inline void median_rows16(const std::int32_t* in, Out* out, std::size_t width,
                                                                         std::size_t y_begin, std::size_t y_end, Med med,
                                                                         Rec rec, Step8& step8, Step16& step16) {
   std::size_t y = y_begin;
-  if (y == 0 && y_end > 0) median_rows<std::int32_t>(plane, plane, width, 0, 1, med, rec), y = 1;
+  if (y == 0 && y_end > 0) median_rows<Value>(in, out, width, 0, 1, med, rec), y = 1;
   if (width >= 16)
-    y = whole_strips(plane, plane, width, y, y_end, 16, [&](std::size_t at) { strip16(plane, width, at, step16); });
-  median_rows8<std::int32_t>(plane, plane, width, y, y_end, med, rec, step8);
+    y = whole_strips(in, out, width, y, y_end, 16, [&](std::size_t at) { strip16(in, out, width, at, step16); });
+  median_rows8<Value>(in, out, width, y, y_end, med, rec, step8);
+}
+
+// The lanes of sixteen whose column i - k lies in 0..width - 1.
+[[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] inline __mmask16 inside16(std::size_t i, std::size_t width) {
+  const __m512i column =
+      _mm512_sub_epi32(_mm512_set1_epi32(int(i)), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  return _mm512_cmplt_epu32_mask(column, _mm512_set1_epi32(int(width)));
 }
 
 // median8 on sixteen lanes.
