@@ -19,9 +19,10 @@ import tempfile
 
 STAGES = [  # (stage, pattern on "dso symbol"), first match wins
     ("entropy decoding", r"decode_rans|decode_mapped|decode_symbols|decode_adaptive|finish_ranks|read_rank_table|libzstd|ZSTD_|StripedRans|decode_row_|scatter_rows|next_above|SignedSymbolReader|ZstdRankStream|ZstdFrameReader|parse_rank_bytes|liblzma|lzma_"),
-    ("inverse transform", r"inverse_transform"),
-    ("dequantization", r"dequantize|interval_dequantize"),
-    ("channel references", r"undo_channel_ref|combine<"),
+    ("inverse transform", r"inverse_transform|MedianStep|prefix_sums"),
+    # Intra planes: the median forecast and the dequantization in one wavefront (IntraStep).
+    ("dequantization", r"dequantize|interval_dequantize|IntraStep|intra_lossless|intra_uniform|intra_rows"),
+    ("channel references", r"undo_channel_ref|combine<|inverse_rct"),
     ("forecast", r"forecast|Predictor|predictor|build_forecast|motion|compensate|predict_inside|predict_narrow|::predict\b|predict_vector|far_field|average"),
     ("checksum", r"XXH|xxhash"),
     ("output conversion", r"pack_frames|to_interleaved|write_frame|imencode"),
