@@ -99,6 +99,26 @@ inline std::int32_t bin_index(std::int32_t r, std::int32_t e) {
   return r >= 0 ? (r + e) / w : -((-r + e) / w);
 }
 
+// A lossless intra pixel (the portable rows: the first, those past the SIMD strips): y = f + q; a
+// value above max_value (a negative sum wraps above it too) sets *out_of_range.
+struct LosslessPixel {
+  std::uint32_t max_value;
+  std::uint32_t* out_of_range;
+  std::uint16_t operator()(std::uint32_t f, std::int32_t q) const {
+    const std::uint32_t y = f + std::uint32_t(q);
+    *out_of_range |= std::uint32_t(y > max_value);
+    return std::uint16_t(y);
+  }
+};
+
+// An intra pixel in uniform bins of width w: f + q w clamped to the pixel range.
+struct UniformPixel {
+  std::int64_t w, max_value;
+  std::uint16_t operator()(std::uint32_t f, std::int32_t q) const {
+    return std::uint16_t(std::clamp<std::int64_t>(std::int64_t(f) + std::int64_t(q) * w, 0, max_value));
+  }
+};
+
 // The intra reconstruction of a plane: out[i] = rec(intra_forecast(out, i), symbols[i]), in scan
 // order (four rows at a time, codecs/wavefront.hpp).
 template <class Rec>
@@ -207,11 +227,7 @@ template <class Step, class Rec, class Step16>
 [[gnu::target("avx2")]] bool intra_lossless_avx2(const std::int32_t* symbols, std::size_t width, std::size_t height,
                                                 std::uint16_t* out, std::uint32_t max_value) {
   std::uint32_t out_of_range = 0;
-  const auto rec = [&](std::uint32_t f, std::int32_t q) {
-    const std::uint32_t y = f + std::uint32_t(q);
-    out_of_range |= std::uint32_t(y > max_value);
-    return std::uint16_t(y);
-  };
+  const LosslessPixel rec{max_value, &out_of_range};
   IntraStep<LosslessRec> step{{_mm256_set1_epi32(int(max_value)), _mm256_setzero_si256(), width}};
   intra_rows_avx2(symbols, width, height, out, step, rec);
   return out_of_range != 0 || !_mm256_testz_si256(step.rec.bad, step.rec.bad);
@@ -221,11 +237,7 @@ template <class Step, class Rec, class Step16>
                                                                          std::size_t height, std::uint16_t* out,
                                                                          std::uint32_t max_value) {
   std::uint32_t out_of_range = 0;
-  const auto rec = [&](std::uint32_t f, std::int32_t q) {
-    const std::uint32_t y = f + std::uint32_t(q);
-    out_of_range |= std::uint32_t(y > max_value);
-    return std::uint16_t(y);
-  };
+  const LosslessPixel rec{max_value, &out_of_range};
   IntraStep<LosslessRec> step{{_mm256_set1_epi32(int(max_value)), _mm256_setzero_si256(), width}};
   IntraStep16<LosslessRec16> step16{{_mm512_set1_epi32(int(max_value)), 0, width}};
   intra_rows_avx512(symbols, width, height, out, step, rec, step16);
@@ -235,9 +247,7 @@ template <class Step, class Rec, class Step16>
 // dequantize_plane_intra's uniform case where 32 bits suffice.
 [[gnu::target("avx2")]] void intra_uniform_avx2(const std::int32_t* symbols, std::size_t width, std::size_t height,
                                                std::uint16_t* out, std::int32_t w, std::int32_t max_value) {
-  const auto rec = [&](std::uint32_t f, std::int32_t q) {
-    return std::uint16_t(std::clamp<std::int64_t>(std::int64_t(f) + std::int64_t(q) * w, 0, max_value));
-  };
+  const UniformPixel rec{w, max_value};
   const int limit = max_value + 1;
   IntraStep<UniformRec> step{{_mm256_set1_epi32(w), _mm256_set1_epi32(-limit), _mm256_set1_epi32(limit),
                               _mm256_set1_epi32(max_value)}};
@@ -247,9 +257,7 @@ template <class Step, class Rec, class Step16>
 [[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] void intra_uniform_avx512(const std::int32_t* symbols, std::size_t width,
                                                                         std::size_t height, std::uint16_t* out,
                                                                         std::int32_t w, std::int32_t max_value) {
-  const auto rec = [&](std::uint32_t f, std::int32_t q) {
-    return std::uint16_t(std::clamp<std::int64_t>(std::int64_t(f) + std::int64_t(q) * w, 0, max_value));
-  };
+  const UniformPixel rec{w, max_value};
   const int limit = max_value + 1;
   IntraStep<UniformRec> step{{_mm256_set1_epi32(w), _mm256_set1_epi32(-limit), _mm256_set1_epi32(limit),
                               _mm256_set1_epi32(max_value)}};
@@ -454,11 +462,7 @@ void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t w
     // y = f + q; a value below 0 wraps to a huge unsigned one, so one compare finds both ends.
     const std::uint32_t max_value = bound.max_value;
     std::uint32_t out_of_range = 0;
-    const auto rec = [&](std::uint32_t f, std::int32_t q) {
-      const std::uint32_t y = f + std::uint32_t(q);
-      out_of_range |= std::uint32_t(y > max_value);
-      return std::uint16_t(y);
-    };
+    const LosslessPixel rec{max_value, &out_of_range};
     if (!simd) {
       intra_rows(symbols.data(), width, height, recon.data(), rec);
     } else {
@@ -472,9 +476,7 @@ void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t w
   }
   if (bound.pointwise_rel <= 0) {  // a uniform tolerance: one bin width, no escapes
     const std::int64_t w = 2 * std::int64_t(bound.tolerance) + 1, max_value = bound.max_value;
-    const auto rec = [&](std::uint32_t f, std::int32_t q) {
-      return std::uint16_t(std::clamp<std::int64_t>(std::int64_t(f) + std::int64_t(q) * w, 0, max_value));
-    };
+    const UniformPixel rec{w, max_value};
     // 32 bits suffice where +-(max + 1) bins of width w stay below 2^30 (dequantize_plane's rule).
     if (!simd || (max_value + 1) * (w + 1) >= (std::int64_t{1} << 30)) {
       intra_rows(symbols.data(), width, height, recon.data(), rec);
