@@ -5,10 +5,11 @@
 // input row is loaded shifted by its lane number and 8 x 8 blocks are transposed in registers, so
 // one vector holds a step's eight inputs; outputs go back the same way. strip8's rows pass through a
 // scratch buffer with margins so that the skewed loads and stores stay in bounds (it also widens
-// 16-bit planes); strip16, on int32 planes only, masks its loads and stores at the edges instead.
+// 16-bit planes); strip16 (AVX-512, sixteen rows), from int32 inputs to 16- or 32-bit outputs,
+// masks its loads and stores at the edges instead.
 //
 // Only for x86 translation units that check the CPU (simd.hpp) before calling: the functions carry
-// gnu::target("avx2"). Callers: the median transform's inverse (plane_transform.cpp), the intra
+// gnu::target("avx2") (the sixteen-row ones AVX-512's). Callers: the median transform's inverse (plane_transform.cpp), the intra
 // reconstruction (linear_quantizer.cpp); the striped rANS decoder's row scatter takes transpose8.
 #if defined(__x86_64__) || defined(__i386__)
 // GCC 12's false "uninitialized" warnings inside its AVX-512 intrinsics (bug 105593), silenced for
