@@ -9,8 +9,9 @@
 // masks its loads and stores at the edges instead.
 //
 // Only for x86 translation units that check the CPU (simd.hpp) before calling: the functions carry
-// gnu::target("avx2") (the sixteen-row ones AVX-512's). Callers: the median transform's inverse (plane_transform.cpp), the intra
-// reconstruction (linear_quantizer.cpp); the striped rANS decoder's row scatter takes transpose8.
+// gnu::target("avx2") (the sixteen-row ones AVX-512's). Callers: the median transform's inverse
+// (plane_transform.cpp), the intra reconstruction (linear_quantizer.cpp); the striped rANS
+// decoder's row scatter takes transpose8.
 #if defined(__x86_64__) || defined(__i386__)
 // GCC 12's false "uninitialized" warnings inside its AVX-512 intrinsics (bug 105593), silenced for
 // the header only, as in striped_rans.cpp.
@@ -205,13 +206,13 @@ template <class Value, class In, class Out, class Med, class Rec, class Step>
 }
 
 // strip8 sixteen rows deep: rows [y, y + 16) of `out` (y >= 1, row y - 1 already reconstructed)
-// from the int32 inputs `in` (`in` may be `out`: an int32 plane in place), lane k one column behind
-// lane k - 1, in one 512-bit vector; `step(a, b, c, q, i)` as strip8's, on 16 lanes. No scratch:
-// each row's 16 skewed columns are loaded straight from `in` and stored to `out` (16-bit outputs
-// keep their low 16 bits, as strip8's narrowing of values in range), masked where they leave 0..width
-// - 1 (lanes there are ignored by the steps, as strip8's margins are), so a block's stores never reach
-// columns a later block loads. Needs width >= 16 (the masked-off lanes of the first block then stay
-// inside the plane).
+// from the int32 inputs `in` (`in` may be `out`: an int32 plane in place), lane k one column
+// behind lane k - 1, in one 512-bit vector; `step(a, b, c, q, i)` as strip8's, on 16 lanes. No
+// scratch: each row's 16 skewed columns are loaded straight from `in` and stored to `out` (16-bit
+// outputs keep their low 16 bits, as strip8's narrowing does of values in range), masked where
+// they leave 0..width - 1 (lanes there are ignored by the steps, as strip8's margins are), so a
+// block's stores never reach columns a later block loads. Needs width >= 16 (the masked-off lanes
+// of the first block then stay inside the plane).
 template <class Out, class Step>
 [[gnu::target(TEZIP_WAVEFRONT_AVX512_TARGET)]] inline void strip16(const std::int32_t* in, Out* out, std::size_t width,
                                                                   std::size_t y, Step& step) {
