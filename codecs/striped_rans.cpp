@@ -1256,7 +1256,7 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       all = all && active[l];
     }
     for (std::size_t l = 0; l < lanes; ++l) row[l] = lane_row[l] + r * stride;
-    bool done = false;
+    bool done = false, sums_done = false;  // sums_done: the kernel left the next row step's `above`
 #ifdef TEZIP_HAVE_AVX2_KERNEL
     if (simd && all) {
       bool room = true;
@@ -1270,7 +1270,8 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
         // The kernels store the symbols to the stripes' rows themselves.
         if (registers && lanes >= 16) {
           const auto kernel = lanes == 32 ? decode_row_zmm<2> : decode_row_zmm<1>;
-          kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s, row.data());
+          kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s, row.data(), two_up(r));
+          sums_done = true;
         } else {
           const auto kernel = registers ? decode_row_avx512<1>
                                         : (lanes == 32 ? decode_row_avx2<4> : lanes == 16 ? decode_row_avx2<2> : decode_row_avx2<1>);
@@ -1285,7 +1286,7 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
                           max_rank, wide, s);
       scatter_rows(b.values.data(), width, lanes, active.data(), row.data());
     }
-    next_above(b.tokens, two_up(r), lanes, b.above, simd);
+    if (!sums_done) next_above(b.tokens, two_up(r), lanes, b.above, simd);
     if (r == 0) first_row_tokens.tokens = b.tokens;
     if (wide) std::swap(b.tokens, b.previous);
     if (next_table != nullptr)
