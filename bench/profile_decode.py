@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 STAGES = [  # (stage, pattern on "dso symbol"), first match wins
-    ("entropy decoding", r"decode_rans|decode_mapped|decode_symbols|decode_adaptive|finish_ranks|read_rank_table|libzstd|ZSTD_|StripedRans|decode_row_|scatter_rows|next_above|SignedSymbolReader|ZstdRankStream|ZstdFrameReader|parse_rank_bytes|liblzma|lzma_"),
+    ("entropy decoding", r"decode_rans|decode_mapped|decode_symbols|decode_adaptive|finish_ranks|read_rank_table|libzstd|ZSTD_|StripedRans|decode_row_|scatter_rows|next_above|SignedSymbolReader|ZstdRankStream|ZstdFrameReader|map_plain_|parse_rank_bytes|liblzma|lzma_"),
     ("inverse transform", r"inverse_transform|MedianStep|prefix_sums"),
     # Intra planes: the median forecast and the dequantization in one wavefront (IntraStep).
     ("dequantization", r"dequantize|interval_dequantize|IntraStep|intra_lossless|intra_uniform|intra_rows"),

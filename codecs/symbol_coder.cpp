@@ -7,6 +7,14 @@
 #include <stdexcept>
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#pragma GCC diagnostic push  // GCC bug 105593, as in striped_rans.cpp
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
 #include "codecs/codec_error.hpp"
 #include "codecs/plane_transform.hpp"  // zigzag
 #include "codecs/lzma_frame.hpp"
@@ -33,9 +41,6 @@ constexpr std::uint32_t kEscape = 255;
 // not skip them; no stream that the probe skipped would have won at level 9.
 constexpr int kProbeLevel = 1;
 
-// Zstd payloads of at least this many symbols stream plane by plane (SignedSymbolReader); smaller
-// ones decode at once, which is faster (measured on Moving MNIST's 40960-symbol streams: 15%).
-constexpr std::size_t kStreamedZstd = std::size_t{1} << 20;
 constexpr double kLevelGain = 0.75;
 // Before the pass at the chosen level (9) that decides whether zstd is in play, one at this level
 // with the same limit: zstd's level 6 (lazy, searchLog 3) codes within 1.005-1.048x of level 9's
@@ -358,14 +363,76 @@ void decode_symbols(std::span<const std::uint8_t> bytes, std::size_t row_width, 
   decode_mapped(bytes, row_width, out, [](std::uint32_t v) { return v; });
 }
 
+// Maps b[0..n) through `table` into `out` up to the first byte at or above `limit` (an escape, or a
+// rank outside the table); returns how many it mapped. All paths give the same values.
+using MapPlainFn = std::size_t(const std::uint8_t* b, std::size_t n, const std::uint32_t* table, std::uint32_t limit,
+                               std::int32_t* out);
+
+std::size_t map_plain_portable(const std::uint8_t* b, std::size_t n, const std::uint32_t* table, std::uint32_t limit,
+                               std::int32_t* out) {
+  std::size_t i = 0;
+  while (i < n && b[i] < limit) {
+    out[i] = static_cast<std::int32_t>(table[b[i]]);
+    ++i;
+  }
+  return i;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+// Sixteen bytes a step where none is at or above the limit: ranks below 64 (most of them: ranks
+// are numbered by frequency) from the table's first 64 entries held in four registers, the rest by
+// a gather of those lanes only.
+[[gnu::target("avx2,avx512f,avx512vl,avx512bw,avx512dq")]] std::size_t map_plain_avx512(
+    const std::uint8_t* b, std::size_t n, const std::uint32_t* table, std::uint32_t limit, std::int32_t* out) {
+  const std::uint32_t size = limit;  // every mapped rank is below it, so the table has that many
+  __m512i t[4];
+  for (std::uint32_t k = 0; k < 4; ++k) {
+    const std::uint32_t from = 16 * k, valid = size > from ? std::min<std::uint32_t>(size - from, 16) : 0;
+    t[k] = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << valid) - 1), table + from);
+  }
+  const __m512i lim = _mm512_set1_epi32(static_cast<int>(limit)), bit5 = _mm512_set1_epi32(32);
+  const __m512i far = _mm512_set1_epi32(63);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i r = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
+    if (_mm512_cmpge_epu32_mask(r, lim) != 0) break;
+    const __m512i low = _mm512_permutex2var_epi32(t[0], r, t[1]), high = _mm512_permutex2var_epi32(t[2], r, t[3]);
+    __m512i v = _mm512_mask_blend_epi32(_mm512_test_epi32_mask(r, bit5), low, high);
+    const __mmask16 beyond = _mm512_cmpgt_epu32_mask(r, far);
+    if (beyond != 0) v = _mm512_mask_i32gather_epi32(v, beyond, r, table, 4);
+    _mm512_storeu_si512(out + i, v);
+  }
+  return i + map_plain_portable(b + i, n - i, table, limit, out + i);
+}
+#endif
+
+MapPlainFn* map_plain_kernel(SimdPath path) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (path >= SimdPath::avx512) return map_plain_avx512;
+#else
+  (void)path;
+#endif
+  return map_plain_portable;
+}
+
 // A zstd payload's ranks, parsed as its bytes stream in: a GOP's plane symbols decode plane by
-// plane without the whole byte stream (a byte per pixel) in memory.
+// plane without the whole byte stream (a byte per pixel) in memory, unless zstd would hold it
+// all anyway (then it is decoded whole: ZstdFrameReader).
 class ZstdRankStream {
  public:
-  ZstdRankStream(std::span<const std::uint8_t> payload, std::uint64_t alphabet_size, std::size_t count)
+  ZstdRankStream(std::span<const std::uint8_t> payload, std::uint64_t alphabet_size, std::size_t count, SimdPath path)
       : alphabet_(alphabet_size),
         frame_(payload, count, max_bytes_per_rank(alphabet_size) * count, "zstd payload"),
-        buf_(kBuffer) {}
+        map_plain_(map_plain_kernel(path)) {
+    if (frame_.decoded_whole()) {  // all of it in view: no refills
+      const std::span<const std::uint8_t> whole = frame_.take_whole();
+      data_ = whole.data();
+      end_ = whole.size();
+    } else {
+      buf_.resize(kBuffer);
+      data_ = buf_.data();
+    }
+  }
 
   void read(std::span<std::int32_t> out, const std::vector<std::uint32_t>& table) {
     const std::uint32_t* t = table.data();
@@ -377,17 +444,18 @@ class ZstdRankStream {
       if (pos_ >= end_) throw CodecError("zstd payload: too few symbols");
       // Plain bytes up to a margin that holds an escape's varint, in a local loop without the
       // refill test (castle's 16-bit depth maps: a fifth of decoding was the general loop).
-      const std::uint8_t* b = buf_.data();
+      const std::uint8_t* b = data_;
       const std::size_t start = pos_, stop = end_ - pos_ > kMaxVarint + 1 ? end_ - (kMaxVarint + 1) : pos_;
-      std::size_t pos = start;
-      while (i < out.size() && pos < stop && b[pos] < byte_limit) out[i++] = static_cast<std::int32_t>(t[b[pos++]]);
-      pos_ = pos;
+      const std::size_t plain = map_plain_(b + start, std::min(stop - std::min(stop, start), out.size() - i), t,
+                                           byte_limit, out.data() + i);
+      i += plain;
+      pos_ = start + plain;
       if (i == out.size()) break;
       if (pos_ == stop && stop > start) continue;  // at the margin: refill first
       // One symbol the general way: an escape, a byte outside the table, or the stream's last bytes.
-      const std::uint8_t c = buf_[pos_++];
+      const std::uint8_t c = data_[pos_++];
       std::uint64_t rank = c;
-      if (c == kEscape) rank = kEscape + read_varint(std::span<const std::uint8_t>(buf_.data(), end_), pos_);
+      if (c == kEscape) rank = kEscape + read_varint(std::span<const std::uint8_t>(data_, end_), pos_);
       if (rank >= alphabet_) throw CodecError("zstd payload: rank outside the table");
       out[i++] = static_cast<std::int32_t>(t[rank]);
     }
@@ -407,6 +475,7 @@ class ZstdRankStream {
     return max_rank < kEscape ? 1 : 1 + varint_size(max_rank - kEscape);
   }
   void refill() {
+    if (buf_.empty()) return;  // the whole frame is in view
     std::copy(buf_.begin() + static_cast<std::ptrdiff_t>(pos_), buf_.begin() + static_cast<std::ptrdiff_t>(end_), buf_.begin());
     end_ -= pos_;
     pos_ = 0;
@@ -415,7 +484,9 @@ class ZstdRankStream {
 
   std::uint64_t alphabet_;
   ZstdFrameReader frame_;
-  std::vector<std::uint8_t> buf_;
+  MapPlainFn* map_plain_;
+  std::vector<std::uint8_t> buf_;   // streamed frames: the bytes read and not yet parsed
+  const std::uint8_t* data_ = nullptr;  // buf_ or the frame decoded whole
   std::size_t pos_ = 0, end_ = 0;
 };
 
@@ -427,7 +498,8 @@ struct SignedSymbolReader::State {
   std::size_t count = 0, done = 0;
 };
 
-SignedSymbolReader::SignedSymbolReader(std::span<const std::uint8_t> bytes, std::size_t row_width, std::size_t count)
+SignedSymbolReader::SignedSymbolReader(std::span<const std::uint8_t> bytes, std::size_t row_width, std::size_t count,
+                                       SimdPath path)
     : s_(std::make_unique<State>()) {
   s_->count = count;
   const auto unzig = [](std::uint32_t v) { return static_cast<std::uint32_t>(unzigzag(v)); };
@@ -439,12 +511,11 @@ SignedSymbolReader::SignedSymbolReader(std::span<const std::uint8_t> bytes, std:
     std::vector<std::uint32_t> table = read_rank_table(bytes, pos, count);
     for (auto& v : table) v = unzig(v);
     if (table.size() >= 2 && striped) {
-      s_->striped = std::make_unique<StripedRansDecoder>(bytes.subspan(pos), row_width, count, table.size(), table);
+      s_->striped = std::make_unique<StripedRansDecoder>(bytes.subspan(pos), row_width, count, table.size(), table, path);
       return;
     }
-    // Streaming costs a decompression context and window per stream: worth it for big streams only.
-    if (table.size() >= 2 && count >= kStreamedZstd) {
-      s_->zstd = std::make_unique<ZstdRankStream>(bytes.subspan(pos), table.size(), count);
+    if (table.size() >= 2) {
+      s_->zstd = std::make_unique<ZstdRankStream>(bytes.subspan(pos), table.size(), count, path);
       s_->table = std::move(table);
       return;
     }

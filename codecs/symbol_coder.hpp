@@ -5,6 +5,8 @@
 #include <span>
 #include <vector>
 
+#include "codecs/simd.hpp"
+
 namespace tezip::codecs {
 
 // Rans: 2 interleaved states (1-D streams, and 2-D streams of archives before StripedRans);
@@ -73,11 +75,14 @@ void decode_signed_symbols(std::span<const std::uint8_t> bytes, std::size_t row_
 
 // Reads a stream of zigzagged signed values, written by encode_symbols, piece by piece and in order:
 // a striped rANS stream decodes segment by segment straight into the caller's buffer (a plane still
-// in cache for what comes next), the other coders decode all of it on construction. Throws
-// CodecError like decode_signed_symbols; finish() checks that the stream was consumed exactly.
+// in cache for what comes next), a zstd stream's bytes are parsed as they are read, the other
+// coders decode all of it on construction. Throws CodecError like decode_signed_symbols; finish()
+// checks that the stream was consumed exactly. `path`: the kernels' (simd_supported(path) must
+// hold); the same values on every path.
 class SignedSymbolReader {
  public:
-  SignedSymbolReader(std::span<const std::uint8_t> bytes, std::size_t row_width, std::size_t count);
+  SignedSymbolReader(std::span<const std::uint8_t> bytes, std::size_t row_width, std::size_t count,
+                     SimdPath path = simd_path());
   ~SignedSymbolReader();
   SignedSymbolReader(SignedSymbolReader&&) noexcept;
   SignedSymbolReader& operator=(SignedSymbolReader&&) noexcept;

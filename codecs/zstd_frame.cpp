@@ -5,6 +5,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -12,6 +13,7 @@
 
 #include <string>
 
+#include "codecs/buffer_pool.hpp"
 #include "codecs/codec_error.hpp"
 
 namespace tezip::codecs {
@@ -36,6 +38,37 @@ ZSTD_DCtx* thread_dctx() {
   if (!dctx) throw std::bad_alloc();
   return dctx.get();
 }
+
+// A streaming context's memory, its window buffer above all (up to the frame's size: 7 MB for a
+// large GOP's symbols), from the buffer pool, so that the next chunk's context reuses the pages the
+// last one faulted in instead of mapping fresh ones (docs/performance.md, "zstd's window from the
+// buffer pool"). zstd's free gets only the address: a header before each block keeps its size.
+constexpr std::size_t kBlockHeader = 64;
+
+void* pool_alloc(void*, std::size_t size) noexcept {
+  const std::size_t bytes = size + kBlockHeader;
+  void* base = nullptr;
+  try {
+    base = bytes >= kPooledBytes ? pooled_acquire(bytes) : std::malloc(bytes);
+  } catch (const std::bad_alloc&) {
+    return nullptr;  // zstd reports it as a failed allocation
+  }
+  if (!base) return nullptr;
+  *static_cast<std::size_t*>(base) = bytes;
+  return static_cast<std::uint8_t*>(base) + kBlockHeader;
+}
+
+void pool_free(void*, void* address) noexcept {
+  if (!address) return;
+  void* base = static_cast<std::uint8_t*>(address) - kBlockHeader;
+  const std::size_t bytes = *static_cast<std::size_t*>(base);
+  if (bytes >= kPooledBytes) {
+    pooled_release(base, bytes);
+  } else {
+    std::free(base);
+  }
+}
+
 
 }  // namespace
 
@@ -171,8 +204,18 @@ ZstdFrameReader::ZstdFrameReader(std::span<const std::uint8_t> frame, std::size_
   if (ZSTD_findFrameCompressedSize(frame.data(), frame.size()) != frame.size())
     throw CodecError(std::string(what) + ": truncated zstd frame or trailing bytes");
   size_ = size;
+  ZSTD_frameHeader header{};
+  if (ZSTD_getFrameHeader(&header, frame.data(), frame.size()) != 0) throw CodecError(std::string(what) + ": bad zstd frame header");
+  if (header.windowSize >= size) {
+    whole_.resize(size);
+    const std::size_t got = ZSTD_decompressDCtx(thread_dctx(), whole_.data(), whole_.size(), frame.data(), frame.size());
+    if (ZSTD_isError(got) || got != size) throw CodecError(std::string(what) + ": corrupt zstd frame");
+    in_pos_ = frame.size();
+    ended_ = true;
+    return;
+  }
   // Its own context: several readers of one thread stream at once (one per GOP of a batch).
-  dctx_.reset(ZSTD_createDCtx());
+  dctx_.reset(ZSTD_createDCtx_advanced(ZSTD_customMem{pool_alloc, pool_free, nullptr}));
   if (!dctx_) throw std::bad_alloc();
 }
 
@@ -180,6 +223,11 @@ ZstdFrameReader::~ZstdFrameReader() = default;
 
 std::size_t ZstdFrameReader::read(std::span<std::uint8_t> out) {
   const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), size_ - delivered_));
+  if (!dctx_) {  // decoded whole
+    std::copy_n(whole_.begin() + static_cast<std::ptrdiff_t>(delivered_), want, out.begin());
+    delivered_ += want;
+    return want;
+  }
   ZSTD_outBuffer o{out.data(), want, 0};
   while (o.pos < o.size) {
     ZSTD_inBuffer in{frame_.data(), frame_.size(), in_pos_};

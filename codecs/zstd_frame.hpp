@@ -6,6 +6,8 @@
 #include <span>
 #include <vector>
 
+#include "codecs/buffer_pool.hpp"
+
 namespace tezip::codecs {
 
 // Decompresses exactly one zstd frame whose declared size must lie in [min_size, max_size] (checked
@@ -48,6 +50,9 @@ std::size_t zstd_estimate(std::span<const std::uint8_t> bytes, int from, std::si
 
 // The same frame streamed: its bytes a buffer at a time, so that a large payload never sits in
 // memory whole. The checks of decompress_zstd_frame run in the constructor and in read().
+// A frame whose window holds all of it (zstd's streaming decoder would buffer every byte anyway,
+// and copy each out once more) is decoded whole in the constructor, straight into a block of the
+// buffer pool, and lent out by take_whole() (docs/performance.md, "zstd frames decoded whole").
 class ZstdFrameReader {
  public:
   ZstdFrameReader(std::span<const std::uint8_t> frame, std::size_t min_size, std::size_t max_size, const char* what);
@@ -62,12 +67,20 @@ class ZstdFrameReader {
   // Throws CodecError unless at_end() and the frame then ends exactly (epilogue, checksum).
   void finish();
   std::uint64_t size() const { return size_; }
+  // Whether the frame was decoded whole; then take_whole() lends all its bytes at once and counts
+  // them delivered (read() copies from them a buffer at a time).
+  bool decoded_whole() const { return !dctx_; }
+  std::span<const std::uint8_t> take_whole() {
+    delivered_ = size_;
+    return {whole_.data(), whole_.size()};
+  }
 
  private:
   struct DCtxFree {
     void operator()(void* d) const;
   };
-  std::unique_ptr<void, DCtxFree> dctx_;
+  std::unique_ptr<void, DCtxFree> dctx_;  // streamed frames only (none: decoded whole)
+  std::vector<std::uint8_t, BufferAllocator<std::uint8_t>> whole_;
   std::span<const std::uint8_t> frame_;
   std::size_t in_pos_ = 0;
   std::uint64_t size_ = 0, delivered_ = 0;

@@ -371,43 +371,74 @@ TEST_CASE("the entropy coder registry names every coder and only those", "[codec
   CHECK(std::string(coder_name(static_cast<EntropyCoderKind>(200))) == "?");
 }
 
-TEST_CASE("large zstd streams read piece by piece give every symbol, escapes included, and refuse damage", "[codecs]") {
-  // Streams of 2^20 symbols and more are parsed as zstd inflates them (ZstdRankStream): plain
-  // bytes in a fast loop up to a margin, escapes, refills and the stream's last bytes one by one.
-  SymbolCoderOptions zstd_only;
-  zstd_only.allow_rans = false, zstd_only.allow_adaptive = false, zstd_only.zstd_level = 1;
-  std::mt19937 rng(41);
-  const std::size_t count = (std::size_t{1} << 20) + 4099;
-  for (const std::uint32_t spread : {40u, 3000u}) {  // all ranks below the escape; many above it
-    std::vector<std::int32_t> values(count);
-    std::geometric_distribution<int> size(0.2);
-    for (auto& v : values) {
-      const int m = std::min<int>(size(rng), int(spread));
-      v = rng() % 2 ? m : -m;
-    }
-    if (spread > 40) values[count - 1] = 2999, values[count - 2] = -2999;  // escapes in the last bytes
-    std::vector<std::uint32_t> symbols(count);
-    for (std::size_t i = 0; i < count; ++i) symbols[i] = zigzag(values[i]);
-    const auto bytes = encode_symbols(symbols, 0, zstd_only);
-    REQUIRE(bytes[0] == static_cast<std::uint8_t>(EntropyCoderKind::Zstd));
-    INFO("spread " << spread);
-    SignedSymbolReader reader(bytes, 0, count);
-    std::vector<std::int32_t> out(count);
-    for (std::size_t done = 0, piece = 1; done < count; piece = piece * 3 + 7) {
-      const std::size_t n = std::min(count - done, piece);
-      reader.read(std::span(out).subspan(done, n));
-      done += n;
-    }
+TEST_CASE("zstd frames are decoded whole where their window holds them, else streamed", "[codecs]") {
+  std::mt19937 rng(7);
+  for (const std::size_t size : {std::size_t{0}, std::size_t{100000}, std::size_t{3} << 20}) {
+    std::vector<std::uint8_t> bytes(size);
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng() % 7);
+    const auto frame = compress_zstd_frame(bytes, 1);  // level 1's window: 512 KB on 3 MB
+    ZstdFrameReader reader(frame, size, size, "test");
+    INFO("size " << size);
+    CHECK(reader.decoded_whole() == (size <= 100000));
+    std::vector<std::uint8_t> out(size);
+    for (std::size_t done = 0, piece = 1; done < size; piece = piece * 5 + 3)
+      done += reader.read(std::span(out).subspan(done, std::min(size - done, piece)));
     reader.finish();
-    REQUIRE(out == values);
-    auto cut = bytes;
-    cut.resize(cut.size() - 9);
+    CHECK(out == bytes);
+    if (size == 0) continue;
+    auto cut = frame;
+    cut.back() ^= 0x40;  // the last block or the checksum damaged
     CHECK_THROWS_AS(
         [&] {
-          SignedSymbolReader r(cut, 0, count);
+          ZstdFrameReader r(cut, size, size, "test");
           r.read(out);
           r.finish();
         }(),
         CodecError);
+  }
+}
+
+TEST_CASE("zstd streams read piece by piece give every symbol, escapes included, and refuse damage", "[codecs]") {
+  // zstd payloads are parsed as zstd inflates them (ZstdRankStream), or from the frame decoded
+  // whole: plain bytes in a fast loop up to a margin, escapes, refills and the last bytes one by one.
+  SymbolCoderOptions zstd_only;
+  zstd_only.allow_rans = false, zstd_only.allow_adaptive = false, zstd_only.zstd_level = 1;
+  std::mt19937 rng(41);
+  for (const std::size_t count : {std::size_t{70001}, (std::size_t{1} << 20) + 4099}) {  // decoded whole; streamed
+    for (const std::uint32_t spread : {40u, 120u, 3000u}) {  // under 64 or just above; under the escape; far above
+      std::vector<std::int32_t> values(count);
+      std::geometric_distribution<int> size(0.2);
+      for (auto& v : values) {
+        // Beyond 255 distinct values ranks take escapes: an eighth drawn from the whole spread.
+        const int m = spread > 255 && rng() % 8 == 0 ? int(rng() % spread) : std::min<int>(size(rng), int(spread));
+        v = rng() % 2 ? m : -m;
+      }
+      if (spread > 255) values[count - 1] = 2999, values[count - 2] = -2999;  // escapes in the last bytes
+      std::vector<std::uint32_t> symbols(count);
+      for (std::size_t i = 0; i < count; ++i) symbols[i] = zigzag(values[i]);
+      const auto bytes = encode_symbols(symbols, 0, zstd_only);
+      REQUIRE(bytes[0] == static_cast<std::uint8_t>(EntropyCoderKind::Zstd));
+      std::vector<std::int32_t> out(count);
+      for (const SimdPath path : supported_simd_paths()) {  // each kernel against the values coded
+        INFO("count " << count << ", spread " << spread << ", path " << simd_name(path));
+        SignedSymbolReader reader(bytes, 0, count, path);
+        for (std::size_t done = 0, piece = 1; done < count; piece = piece * 3 + 7) {
+          const std::size_t n = std::min(count - done, piece);
+          reader.read(std::span(out).subspan(done, n));
+          done += n;
+        }
+        reader.finish();
+        REQUIRE(out == values);
+      }
+      auto cut = bytes;
+      cut.resize(cut.size() - 9);
+      CHECK_THROWS_AS(
+          [&] {
+            SignedSymbolReader r(cut, 0, count);
+            r.read(out);
+            r.finish();
+          }(),
+          CodecError);
+    }
   }
 }
