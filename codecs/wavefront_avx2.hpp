@@ -3,7 +3,7 @@
 // y + k, one column behind lane k - 1, so at step i lane k computes column i - k. Lane k's upper
 // neighbours are lane k - 1's last two outputs (one lane permute), lane 0's the row above. Each
 // input row is loaded shifted by its lane number and 8 x 8 blocks are transposed in registers, so
-// one vector holds a step's eight inputs; outputs go back the same way. strip8's rows pass through a
+// one vector holds a step's eight inputs; outputs go back the same way. strips8's rows pass through a
 // scratch buffer with margins so that the skewed loads and stores stay in bounds (it also widens
 // 16-bit planes); strip16 (AVX-512, sixteen rows), from int32 inputs to 16- or 32-bit outputs,
 // masks its loads and stores at the edges instead.
@@ -52,10 +52,11 @@ namespace tezip::codecs::wavefront_avx2 {
   }
 }
 
-// The scratch one strip of `width` columns needs (zeroed margins on first use).
-inline std::int32_t* scratch_for(std::size_t width) {
+// The scratch a strip of `rows` rows and `width` columns needs: rows + 1 rows (the one above
+// first) of stride width + 48, a value's column x at 16 + x (zeroed margins on first use).
+inline std::int32_t* scratch_for(std::size_t rows, std::size_t width) {
   thread_local std::vector<std::int32_t> scratch;
-  if (scratch.size() < 9 * (width + 32)) scratch.assign(9 * (width + 32), 0);
+  if (scratch.size() < (rows + 1) * (width + 48)) scratch.assign((rows + 1) * (width + 48), 0);
   return scratch.data();
 }
 
@@ -91,41 +92,56 @@ template <class Out>
   }
 }
 
-// Rows [y, y + 8) of a plane (y >= 1, row y - 1 of `out` already reconstructed): reads `in`
-// (widened to int32), writes `out` (narrowed back: the outputs of a 16-bit plane must lie in
-// 0..65535). Each step calls
-//   step(a, b, c, q, i) -> the outputs of step i
+// Rows [y, y + 8 S) of a plane (y >= 1, row y - 1 of `out` already reconstructed), S = 1 or 2
+// vectors of eight rows: reads `in` (widened to int32), writes `out` (narrowed back: the outputs of
+// a 16-bit plane must lie in 0..65535). Each step calls, for each vector v,
+//   step(a, b, c, q, i - 8 v) -> the outputs of step i
 // with a the lanes' left neighbours (their last outputs), b and c their upper and upper-left ones,
-// q the inputs; lane k's column is i - k (outside 0..width - 1 the lane is ignored; at column 0
-// the step must use b, the pixel above, as its prediction). Values travel as int32.
-template <class In, class Out, class Step>
-[[gnu::target("avx2")]] inline void strip8(const In* in, Out* out, std::size_t width, std::size_t y, Step& step) {
-  const std::size_t stride = width + 32;
-  std::int32_t* scratch = scratch_for(width);
-  std::int32_t* up = scratch + 8;
-  std::int32_t* row0 = scratch + stride + 8;
+// q the inputs; lane k of vector v computes column i - 8 v - k of row y + 8 v + k (outside 0..width - 1
+// the lane is ignored, and i - 8 v may wrap below zero; at column 0 the step must use b, the pixel
+// above, as its prediction). Values travel as int32. Vector 1's lane 0 takes its upper neighbours
+// from vector 0's lane 7 of the step before, so the two vectors' chains are independent within a
+// step and their latencies overlap (AVX2 has no sixteen-lane vector; strip16 is AVX-512's).
+template <int S, class In, class Out, class Step>
+[[gnu::target("avx2")]] inline void strips8(const In* in, Out* out, std::size_t width, std::size_t y, Step& step) {
+  static_assert(S == 1 || S == 2, "one or two vectors of eight rows");
+  const std::size_t stride = width + 48;
+  std::int32_t* scratch = scratch_for(8 * S, width);
+  std::int32_t* up = scratch + 16;
+  std::int32_t* row0 = scratch + stride + 16;
   widen(out + (y - 1) * width, up, width);
-  for (std::size_t k = 0; k < 8; ++k) widen(in + (y + k) * width, row0 + k * stride, width);
-  const __m256i shift = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6);
-  __m256i a = _mm256_setzero_si256(), c = _mm256_setzero_si256();
-  const std::size_t steps = width + 7;
+  for (std::size_t k = 0; k < 8 * S; ++k) widen(in + (y + k) * width, row0 + k * stride, width);
+  const __m256i shift = _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6), last = _mm256_set1_epi32(7);
+  __m256i a[S], c[S];
+  for (int v = 0; v < S; ++v) a[v] = c[v] = _mm256_setzero_si256();
+  const std::size_t steps = width + 8 * S - 1;
   for (std::size_t x0 = 0; x0 < steps; x0 += 8) {
-    __m256i r[8];
-    for (std::size_t k = 0; k < 8; ++k)
-      r[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row0 + k * stride + x0 - k));
-    transpose8(r);
+    __m256i r[S][8];
+    for (int v = 0; v < S; ++v) {
+      for (std::size_t k = 0; k < 8; ++k)
+        r[v][k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row0 + (8 * v + k) * stride + x0 - 8 * v - k));
+      transpose8(r[v]);
+    }
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      const __m256i b = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(a, shift), _mm256_set1_epi32(up[x0 + j]), 0x01);
-      a = step(a, b, c, r[j], x0 + std::size_t(j));
-      r[j] = a;
-      c = b;
+      const std::size_t i = x0 + std::size_t(j);
+      __m256i b[S];
+      b[0] = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(a[0], shift), _mm256_set1_epi32(up[i]), 0x01);
+      if constexpr (S == 2)
+        b[1] = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(a[1], shift), _mm256_permutevar8x32_epi32(a[0], last), 0x01);
+      for (int v = 0; v < S; ++v) {
+        a[v] = step(a[v], b[v], c[v], r[v][j], i - 8 * std::size_t(v));
+        r[v][j] = a[v];
+        c[v] = b[v];
+      }
     }
-    transpose8(r);
-    for (std::size_t k = 0; k < 8; ++k)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row0 + k * stride + x0 - k), r[k]);
+    for (int v = 0; v < S; ++v) {
+      transpose8(r[v]);
+      for (std::size_t k = 0; k < 8; ++k)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row0 + (8 * v + k) * stride + x0 - 8 * v - k), r[v][k]);
+    }
   }
-  for (std::size_t k = 0; k < 8; ++k) narrow(row0 + k * stride, out + (y + k) * width, width);
+  for (std::size_t k = 0; k < 8 * S; ++k) narrow(row0 + k * stride, out + (y + k) * width, width);
 }
 
 // Whole strips of `rows` rows from row y (>= 1) up to y_end: those whose rows constant_rows fills
@@ -146,13 +162,15 @@ inline std::size_t whole_strips(const In* in, Out* out, std::size_t width, std::
 
 // Rows [y_begin, y_end) of a plane as wavefront.hpp's median_rows computes them (the same `med`
 // and `rec`): row 0 and the rows past the last whole strip of 8 the portable way, strips whose
-// rows constant_rows fills without the chain filled so, every other strip by strip8 with `step`.
+// rows constant_rows fills without the chain filled so, every other strip by strips8 with `step`
+// (sixteen rows in two vectors, then eight).
 template <class Value, class In, class Out, class Med, class Rec, class Step>
 [[gnu::target("avx2")]] inline void median_rows8(const In* in, Out* out, std::size_t width, std::size_t y_begin, std::size_t y_end,
                                                  Med med, Rec rec, Step& step) {
   std::size_t y = y_begin;
   if (y == 0 && y_end > 0) median_rows<Value>(in, out, width, 0, 1, med, rec), y = 1;
-  y = whole_strips(in, out, width, y, y_end, 8, [&](std::size_t at) { strip8(in, out, width, at, step); });
+  y = whole_strips(in, out, width, y, y_end, 16, [&](std::size_t at) { strips8<2>(in, out, width, at, step); });
+  y = whole_strips(in, out, width, y, y_end, 8, [&](std::size_t at) { strips8<1>(in, out, width, at, step); });
   median_rows<Value>(in, out, width, y, y_end, med, rec);
 }
 
@@ -205,12 +223,12 @@ template <class Value, class In, class Out, class Med, class Rec, class Step>
   }
 }
 
-// strip8 sixteen rows deep: rows [y, y + 16) of `out` (y >= 1, row y - 1 already reconstructed)
+// strips8<1> sixteen rows deep: rows [y, y + 16) of `out` (y >= 1, row y - 1 already reconstructed)
 // from the int32 inputs `in` (`in` may be `out`: an int32 plane in place), lane k one column
-// behind lane k - 1, in one 512-bit vector; `step(a, b, c, q, i)` as strip8's, on 16 lanes. No
+// behind lane k - 1, in one 512-bit vector; `step(a, b, c, q, i)` as strips8's, on 16 lanes. No
 // scratch: each row's 16 skewed columns are loaded straight from `in` and stored to `out` (16-bit
-// outputs keep their low 16 bits, as strip8's narrowing does of values in range), masked where
-// they leave 0..width - 1 (lanes there are ignored by the steps, as strip8's margins are), so a
+// outputs keep their low 16 bits, as strips8's narrowing does of values in range), masked where
+// they leave 0..width - 1 (lanes there are ignored by the steps, as strips8's margins are), so a
 // block's stores never reach columns a later block loads. Needs width >= 16 (the masked-off lanes
 // of the first block then stay inside the plane).
 template <class Out, class Step>
@@ -239,7 +257,7 @@ template <class Out, class Step>
       r[k] = inside ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi32(lanes(std::ptrdiff_t(x0) - std::ptrdiff_t(k)), at);
     }
     transpose16(r);
-    // The row above, widened; past its end it reads as 0, as strip8's margin.
+    // The row above, widened; past its end it reads as 0, as strips8's margin.
     const __mmask16 up_lanes = x0 + 16 <= width ? __mmask16(0xFFFF) : lanes(std::ptrdiff_t(x0));
     if constexpr (sizeof(Out) == 4) {
       _mm512_store_si512(above, _mm512_maskz_loadu_epi32(up_lanes, up + x0));
