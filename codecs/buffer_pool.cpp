@@ -3,9 +3,11 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -21,20 +23,31 @@ std::size_t class_size(std::size_t bytes) {
   return base + (bytes - base + quarter - 1) / quarter * quarter;
 }
 
-std::size_t cap_from_environment() {
+// TEZIP_BUFFER_POOL_MB, where set to a number: a fixed cap.
+std::optional<std::size_t> cap_from_environment() {
   if (const char* v = std::getenv("TEZIP_BUFFER_POOL_MB")) {
     char* end = nullptr;
     const unsigned long long mb = std::strtoull(v, &end, 10);
     if (end != v && *end == '\0') return std::size_t(mb) << 20;
   }
-  return std::size_t{256} << 20;
+  return std::nullopt;
 }
+
+constexpr std::size_t kDefaultCap = std::size_t{256} << 20;
 
 struct Pool {
   std::mutex mutex;
   std::unordered_map<std::size_t, std::vector<void*>> free;  // class size -> blocks
   std::size_t held = 0;
-  const std::size_t cap = cap_from_environment();
+  std::size_t in_use = 0, peak = 0;  // bytes of blocks handed out and not given back; their most
+  const std::optional<std::size_t> fixed_cap = cap_from_environment();
+
+  // Without a fixed cap the pool keeps up to what the process once had in use at a time (at least
+  // kDefaultCap): memory it has shown it needs again, so that what it maps never passes that peak
+  // for long. A Python loader of colour 768x576 video holds several GOPs of 85 MB in flight; a
+  // cap of 256 MB left half its page faults in place (docs/performance.md, "The pool keeps what
+  // the process uses").
+  std::size_t cap() const { return fixed_cap ? *fixed_cap : std::max(kDefaultCap, peak); }
 };
 
 Pool& pool();
@@ -83,6 +96,8 @@ void* pooled_acquire(std::size_t bytes) {
   Pool& p = pool();
   {
     std::lock_guard lock(p.mutex);
+    p.in_use += size;
+    p.peak = std::max(p.peak, p.in_use);
     if (auto it = p.free.find(size); it != p.free.end() && !it->second.empty()) {
       void* block = it->second.back();
       it->second.pop_back();
@@ -90,7 +105,13 @@ void* pooled_acquire(std::size_t bytes) {
       return block;
     }
   }
-  return map_block(size);
+  try {
+    return map_block(size);
+  } catch (...) {
+    std::lock_guard lock(p.mutex);
+    p.in_use -= size;
+    throw;
+  }
 }
 
 void pooled_release(void* block, std::size_t bytes) noexcept {
@@ -99,7 +120,8 @@ void pooled_release(void* block, std::size_t bytes) noexcept {
   Pool& p = pool();
   {
     std::lock_guard lock(p.mutex);
-    if (p.held + size <= p.cap) {
+    p.in_use -= std::min(p.in_use, size);
+    if (p.held + size <= p.cap()) {
       try {
         p.free[size].push_back(block);
         p.held += size;

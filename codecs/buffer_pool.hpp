@@ -4,7 +4,8 @@
 // faults its buffers in again, page by page, zeroed by the kernel. On this project's machines a
 // third or more of a Python loader's time went there (docs/performance.md, "Buffers kept for
 // reuse"). Blocks of at least kPooledBytes freed through BufferAllocator are kept, by size class,
-// up to a cap on the bytes kept, and handed out again. The blocks are anonymous mappings of the
+// up to a cap on the bytes kept, and handed out again: TEZIP_BUFFER_POOL_MB where set, else the
+// most the process has had in use at once, at least 256 MB. The blocks are anonymous mappings of the
 // pool's own (mmap), so where they live never depends on malloc's state in the host process
 // ("The buffer pool's own mappings"); the host's malloc settings stay as they are.
 #include <cstddef>
@@ -20,7 +21,8 @@ inline constexpr std::size_t kPooledBytes = std::size_t{64} << 10;
 // what pooled_release must be told. Throws std::bad_alloc.
 void* pooled_acquire(std::size_t bytes);
 // Gives a block back (the same `bytes` it was acquired with): kept while the pool holds less than
-// its cap (TEZIP_BUFFER_POOL_MB, default 256; 0: none kept), else freed.
+// its cap (TEZIP_BUFFER_POOL_MB, 0: none kept; unset: the peak of the bytes in use, at least
+// 256 MB), else freed.
 void pooled_release(void* block, std::size_t bytes) noexcept;
 // Bytes the pool holds now (tests, diagnostics).
 std::size_t pooled_bytes();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -29,6 +30,23 @@ TEST_CASE("the buffer pool hands a released block out again", "[pool]") {
   CHECK(again == block);
   CHECK(codecs::pooled_bytes() == before);
   codecs::pooled_release(again, bytes - 50);
+}
+
+TEST_CASE("without a fixed cap the pool keeps as much as was in use at once, past 256 MB", "[pool]") {
+  if (std::getenv("TEZIP_BUFFER_POOL_MB") != nullptr) {
+    WARN("TEZIP_BUFFER_POOL_MB is set: the pool's cap is fixed, nothing to check");
+    return;
+  }
+  // Four blocks of 96 MB (a size class of its own) in use at once: 384 MB, mapped, never touched.
+  const std::size_t bytes = std::size_t{96} << 20;
+  std::vector<void*> blocks;
+  for (int i = 0; i < 4; ++i) blocks.push_back(codecs::pooled_acquire(bytes));
+  const std::size_t before = codecs::pooled_bytes();
+  for (void* b : blocks) codecs::pooled_release(b, bytes);
+  CHECK(codecs::pooled_bytes() - before == 4 * bytes);  // a cap of 256 MB kept two
+  for (void*& b : blocks) b = codecs::pooled_acquire(bytes);
+  CHECK(codecs::pooled_bytes() == before);  // all four handed out again
+  for (void* b : blocks) codecs::pooled_release(b, bytes);
 }
 
 TEST_CASE("vectors on the pooled allocator keep their values and leave small blocks to malloc", "[pool]") {
