@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """The clips bench/prednet_gpu_probe.py reads, as one compressed .npz (33 MB, under the device's 64 MiB).
 
-    /usr/bin/python3 bench/prednet_gpu_probe_data.py [OUT.npz]   (default gpu_probe_data/frames.npz)
+    /usr/bin/python3 bench/prednet_gpu_probe_data.py [-f] [OUT.npz]   (default gpu_probe_data/frames.npz)
+
+An existing OUT is kept unless -f is given; the file is written under a temporary name, then renamed.
 
 Gray (luma, PIL's 'L') uint8 arrays (T, H, W) from `datasets/fetch mire2 vtest colour`'s cache:
 train_mire2 (its first 160 frames, 288x384), train_vtest (100 frames, the centre 320x448: what the
 shipped model was trained on) and test_cup, test_megamind, test_box, test_tree (the first 32
 frames of each colour clip, whole: clips no model here saw)."""
+import argparse
 import glob
 import os
 import sys
+import tempfile
 
 import numpy as np
 from PIL import Image
@@ -34,12 +38,26 @@ def load(pattern, n, crop=None):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "gpu_probe_data", "frames.npz")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", nargs="?", default=os.path.join(REPO, "gpu_probe_data", "frames.npz"))
+    ap.add_argument("-f", "--force", action="store_true", help="replace an existing OUT")
+    args = ap.parse_args()
+    out = args.out if args.out.endswith(".npz") else args.out + ".npz"  # np.savez's own rule
+    if os.path.exists(out) and not args.force:
+        sys.exit(f"prednet_gpu_probe_data: {out} exists (give -f to replace it)")
     arrays = {"train_mire2": load("mire2/*.pgm", 160), "train_vtest": load("vtest/*.png", 100, crop=(320, 448))}
     for name in ("cup", "megamind", "box", "tree"):
         arrays["test_" + name] = load(f"colour/{name}/*.png", 32)
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    np.savez_compressed(out, **arrays)
+    folder = os.path.dirname(os.path.abspath(out))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".frames-", suffix=".npz", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez_compressed(f, **arrays)
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
     for k, v in arrays.items():
         print(k, v.shape)
     print("wrote", out)
