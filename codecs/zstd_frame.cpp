@@ -41,8 +41,8 @@ ZSTD_DCtx* thread_dctx() {
 
 // A streaming context's memory, its window buffer above all (up to the frame's size: 7 MB for a
 // large GOP's symbols), from the buffer pool, so that the next chunk's context reuses the pages the
-// last one faulted in instead of mapping fresh ones (docs/performance.md, "zstd's window from the
-// buffer pool"). zstd's free gets only the address: a header before each block keeps its size.
+// last one faulted in instead of mapping fresh ones (docs/performance.md, "zstd frames decoded
+// whole"). zstd's free gets only the address: a header before each block keeps its size.
 constexpr std::size_t kBlockHeader = 64;
 
 void* pool_alloc(void*, std::size_t size) noexcept {
@@ -68,7 +68,6 @@ void pool_free(void*, void* address) noexcept {
     std::free(base);
   }
 }
-
 
 }  // namespace
 
