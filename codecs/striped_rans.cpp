@@ -25,6 +25,7 @@
 
 #include "codecs/buffer_pool.hpp"
 #include "codecs/codec_error.hpp"
+#include "codecs/rank_map_avx2.hpp"
 #include "codecs/rank_remap.hpp"
 #include "codecs/rans_model.hpp"
 #include "codecs/wavefront_avx2.hpp"

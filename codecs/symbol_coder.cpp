@@ -17,6 +17,7 @@
 
 #include "codecs/codec_error.hpp"
 #include "codecs/plane_transform.hpp"  // zigzag
+#include "codecs/rank_map_avx2.hpp"
 #include "codecs/lzma_frame.hpp"
 #include "codecs/zstd_frame.hpp"
 #include "codecs/range_coder.hpp"
@@ -405,22 +406,17 @@ std::size_t map_plain_portable(const std::uint8_t* b, std::size_t n, const std::
   return i + map_plain_portable(b + i, n - i, table, limit, out + i);
 }
 
-// Eight bytes a step, ranks below 16 from two registers, the rest gathered.
+// Eight bytes a step, ranks below 16 from two registers (rank_map_avx2.hpp), the rest gathered.
 [[gnu::target("avx2")]] std::size_t map_plain_avx2(const std::uint8_t* b, std::size_t n, const std::uint32_t* table,
                                                    std::uint32_t limit, std::int32_t* out) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const int low_entries = int(std::min<std::uint32_t>(limit, 8)), high_entries = int(std::min<std::uint32_t>(limit, 16)) - low_entries;
   const int* t = reinterpret_cast<const int*>(table);
-  const __m256i t0 = _mm256_maskload_epi32(t, _mm256_cmpgt_epi32(_mm256_set1_epi32(low_entries), lane));
-  const __m256i t1 = _mm256_maskload_epi32(t + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32(high_entries), lane));
+  const RankMap16 map16 = load_rank_map16(t, limit);  // every mapped rank is below limit
   const __m256i lim = _mm256_set1_epi32(static_cast<int>(limit)), far = _mm256_set1_epi32(15);
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256i r = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + i)));
     if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(lim, r))) != 0xFF) break;
-    __m256i v = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(_mm256_permutevar8x32_epi32(t0, r)),
-                                                     _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(t1, r)),
-                                                     _mm256_castsi256_ps(_mm256_slli_epi32(r, 28))));
+    __m256i v = look_up16(map16, r);
     const __m256i beyond = _mm256_cmpgt_epi32(r, far);
     if (!_mm256_testz_si256(beyond, beyond)) v = _mm256_mask_i32gather_epi32(v, t, r, beyond, 4);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), v);
