@@ -249,6 +249,45 @@ template <std::uint32_t W>
 }
 #endif
 
+#ifdef TEZIP_HAVE_AVX2_MOTION
+// An area's own rows packed to bytes as sad_bytes_avx2 packs them, two rows a vector (16 columns:
+// 32 bytes; 8: 16), so that each candidate's SAD packs only its own side: the search costs some
+// 30 candidates a block and 20 a quarter against one packing (h even).
+template <std::uint32_t W>
+[[gnu::target("avx2")]] void pack_area_bytes(const std::uint16_t* a, std::size_t sa, std::uint32_t h, std::uint8_t* out) {
+  for (std::uint32_t y = 0; y + 2 <= h; y += 2, a += 2 * sa, out += 2 * W) {
+    if constexpr (W == 16) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_packus_epi16(load_row<16>(a), load_row<16>(a + sa)));
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(_mm256_castsi256_si128(load_row<8>(a)),
+                                                                         _mm256_castsi256_si128(load_row<8>(a + sa))));
+    }
+  }
+}
+
+// sad_bytes_avx2 against an area packed by pack_area_bytes: the same sums.
+template <std::uint32_t W>
+[[gnu::target("avx2")]] std::uint64_t sad_packed_avx2(const std::uint8_t* a, const std::uint16_t* b, std::size_t sb,
+                                                     std::uint32_t h) {
+  __m128i acc;
+  if constexpr (W == 16) {
+    __m256i wide = _mm256_setzero_si256();
+    for (std::uint32_t y = 0; y + 2 <= h; y += 2, a += 2 * W, b += 2 * sb) {
+      const __m256i vb = _mm256_packus_epi16(load_row<16>(b), load_row<16>(b + sb));
+      wide = _mm256_add_epi64(wide, _mm256_sad_epu8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)), vb));
+    }
+    acc = _mm_add_epi64(_mm256_castsi256_si128(wide), _mm256_extracti128_si256(wide, 1));
+  } else {
+    acc = _mm_setzero_si128();
+    for (std::uint32_t y = 0; y + 2 <= h; y += 2, a += 2 * W, b += 2 * sb) {
+      const __m128i vb = _mm_packus_epi16(_mm256_castsi256_si128(load_row<8>(b)), _mm256_castsi256_si128(load_row<8>(b + sb)));
+      acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)), vb));
+    }
+  }
+  return std::uint64_t(_mm_cvtsi128_si64(acc)) + std::uint64_t(_mm_extract_epi64(acc, 1));
+}
+#endif
+
 // `bytes`: no pixel of either side exceeds 255.
 std::uint64_t sad_rows(const std::uint16_t* a, std::size_t sa, const std::uint16_t* b, std::size_t sb, std::uint32_t w,
                        std::uint32_t h, bool bytes, SimdPath path) {
@@ -394,7 +433,15 @@ class AreaSearch {
              const MotionField& f, const Rect& r, MotionVector pred, double lambda, const ResidualBits* bits,
              std::uint32_t max_value, SimdPath path)
       : plane_(plane), reference_(reference), subpel_(subpel), f_(f), r_(r), pred_(pred), lambda_(lambda), bits_(bits),
-        max_value_(max_value), path_(path) {}
+        max_value_(max_value), path_(path) {
+#ifdef TEZIP_HAVE_AVX2_MOTION
+    // 8-bit areas of whole rows pairs: packed once (sad_packed_avx2); others as sad_rows does.
+    packed_ = path >= SimdPath::avx2 && max_value < 256 && (r.w == 16 || r.w == 8) && r.h % 2 == 0;
+    const std::uint16_t* a = plane.data() + std::size_t(r.y) * f.width + r.x;
+    if (packed_ && r.w == 16) pack_area_bytes<16>(a, f.width, r.h, packed_area_.data());
+    if (packed_ && r.w == 8) pack_area_bytes<8>(a, f.width, r.h, packed_area_.data());
+#endif
+  }
 
   // Decides between the search's best vector, the zero vector and the predicted one by estimated
   // bits (residual and vector); the result's cost is then in bits. Without a bit table the SAD
@@ -436,6 +483,10 @@ class AreaSearch {
   std::uint64_t sad_of(MotionVector v) {
     std::size_t stride = 0;
     const std::uint16_t* p = forecast(v, stride);
+#ifdef TEZIP_HAVE_AVX2_MOTION
+    if (packed_) return r_.w == 16 ? sad_packed_avx2<16>(packed_area_.data(), p, stride, r_.h)
+                                   : sad_packed_avx2<8>(packed_area_.data(), p, stride, r_.h);
+#endif
     return sad_rows(plane_.data() + std::size_t(r_.y) * f_.width + r_.x, f_.width, p, stride, r_.w, r_.h, max_value_ < 256,
                     path_);
   }
@@ -498,6 +549,8 @@ class AreaSearch {
   std::uint32_t max_value_;
   SimdPath path_;
   std::array<std::uint16_t, kBlock * kBlock> buffer_;  // written before it is read (forecast)
+  bool packed_ = false;
+  std::array<std::uint8_t, kBlock * kBlock> packed_area_;  // with packed_: the area's rows as bytes
   std::array<std::uint32_t, kSlots> keys_;
   std::array<std::uint64_t, kSlots / 64> occupied_{};
   std::uint32_t tried_count_ = 0;

@@ -105,13 +105,13 @@ void check_distinct(std::span<const std::uint32_t> table) {
 
 }  // namespace
 
-RankRemap rank_remap(std::vector<std::uint32_t> symbols) {
+RankRemap rank_remap(SymbolBuffer symbols) {
   RankRemap result;
   if (symbols.empty()) return result;
   const std::uint32_t max_symbol = largest(symbols.data(), symbols.size());
   // The ranks replace the symbols in their own buffer.
   result.ranks = std::move(symbols);
-  std::vector<std::uint32_t>& values = result.ranks;
+  SymbolBuffer& values = result.ranks;
 
   if (max_symbol < std::max<std::uint64_t>(kDenseLimit, 2 * std::uint64_t{values.size()})) {
     std::vector<std::uint32_t> histogram(std::size_t{max_symbol} + 1, 0);
@@ -162,7 +162,7 @@ RankRemap rank_remap(std::vector<std::uint32_t> symbols) {
 }
 
 RankRemap rank_remap(std::span<const std::uint32_t> symbols) {
-  return rank_remap(std::vector<std::uint32_t>(symbols.begin(), symbols.end()));
+  return rank_remap(SymbolBuffer(symbols.begin(), symbols.end()));
 }
 
 // Layout: varint n; if n > 0: one mode byte, then either the raw deltas, or varint length + a zstd

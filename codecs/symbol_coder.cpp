@@ -189,10 +189,10 @@ bool is_entropy_coder(std::uint8_t kind) {
 
 std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols, std::size_t row_width,
                                          const SymbolCoderOptions& options, SymbolCoderStats* stats) {
-  return encode_symbols(std::vector<std::uint32_t>(symbols.begin(), symbols.end()), row_width, options, stats);
+  return encode_symbols(SymbolBuffer(symbols.begin(), symbols.end()), row_width, options, stats);
 }
 
-std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbol_buffer, std::size_t row_width,
+std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size_t row_width,
                                          const SymbolCoderOptions& options, SymbolCoderStats* stats) {
   if (options.zstd_level < 1 || options.zstd_level > ZSTD_maxCLevel()) {
     throw std::invalid_argument("encode_symbols: zstd level out of range");

@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "codecs/rank_remap.hpp"  // SymbolBuffer
 #include "codecs/simd.hpp"
 
 namespace tezip::codecs {
@@ -62,7 +63,7 @@ struct SymbolCoderStats {
 std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols, std::size_t row_width,
                                          const SymbolCoderOptions& options, SymbolCoderStats* stats = nullptr);
 // The same, working in the symbols' buffer (a GOP's plane symbols are hundreds of MB).
-std::vector<std::uint8_t> encode_symbols(std::vector<std::uint32_t>&& symbols, std::size_t row_width,
+std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbols, std::size_t row_width,
                                          const SymbolCoderOptions& options, SymbolCoderStats* stats = nullptr);
 
 // Decodes exactly `out.size()` symbols (the caller knows the count from its own header and passes the

@@ -89,7 +89,7 @@ struct GopSymbols {
   // Linear planes, transformed, in coding order, zigzagged as they are appended: the symbol coder
   // takes the buffer itself (a GOP of 32 colour 768 x 576 frames is 170 MB; a zigzagged copy of it
   // was a second such block, zeroed, at the peak of encoding).
-  std::vector<std::uint32_t> symbols;
+  codecs::SymbolBuffer symbols;
   std::vector<std::int32_t> run_values;
   std::vector<std::uint32_t> run_lengths;
   std::vector<std::uint16_t> literals;
@@ -211,7 +211,7 @@ std::uint32_t plane_tolerance(const CodingSettings& settings, std::span<const st
   return settings.bound.tolerance(lo, hi, max_value);
 }
 
-void append_zigzagged(std::vector<std::uint32_t>& out, std::span<const std::int32_t> values) {
+void append_zigzagged(codecs::SymbolBuffer& out, std::span<const std::int32_t> values) {
   const std::size_t n = out.size();
   out.resize(n + values.size());
   std::transform(values.begin(), values.end(), out.begin() + std::ptrdiff_t(n), codecs::zigzag);

@@ -70,7 +70,7 @@ void require_round_trip_both(const std::vector<std::uint32_t>& symbols, std::siz
     const auto bytes = encode_adaptive(remap.ranks, width, remap.rank_to_symbol.size());
     std::vector<std::uint32_t> back(symbols.size());
     decode_adaptive(bytes, width, remap.rank_to_symbol.size(), back);
-    REQUIRE(back == remap.ranks);
+    REQUIRE(std::ranges::equal(back, remap.ranks));
   }
 }
 
