@@ -63,9 +63,17 @@ struct MotionSearch {
 struct ResidualBits {
   std::vector<std::uint8_t> bits;
   std::int32_t offset = 0;
+  bool lossless = false;  // tolerance 0: bits[r] is value_bits(r), which kernels compute without the table
   // Residuals coded as they are (lossless), or in bins of 2 * tolerance + 1 (uniform bounds).
   static ResidualBits uniform(std::uint32_t max_value, std::uint32_t tolerance);
 };
+
+// The estimated bits of the residual plane - forecast over the area (x, y, w, h) of a plane `width`
+// wide, `forecast` the area's forecast with rows `stride` apart: what the search settles blocks by
+// (the sum of `table`'s entries). The same on every kernel path (the lossless table's is computed).
+std::uint64_t area_residual_bits(std::span<const std::uint16_t> plane, std::uint32_t width, std::uint32_t x, std::uint32_t y,
+                                 std::uint32_t w, std::uint32_t h, const std::uint16_t* forecast, std::size_t stride,
+                                 const ResidualBits& table, SimdPath path = simd_path());
 
 // Searches `plane` against `reference` (both width x height). `hint` (may be null) is the field of
 // the previous frame of the same plane: its vectors are candidates. Without `bits` (null), SAD

@@ -465,3 +465,39 @@ TEST_CASE("spatial blocks are chosen alike on every SIMD path", "[motion][simd]"
   }
   CHECK(configurations_with_spatial_blocks >= 4);  // the comparison covers blocks taken, not only refused
 }
+
+TEST_CASE("the residual bits estimate is the table's sum on every kernel path", "[motion][simd]") {
+  // Every residual from -max to max in areas of 16 and 8 columns (the kernels' widths) and 5 (the
+  // frame's edge): the lossless table is computed by the AVX2 kernel, not looked up, so each value
+  // of the table, negative powers of two included, is checked against it.
+  std::mt19937 rng(23);
+  for (const std::uint32_t max_value : {255u, 4095u, 65535u})
+    for (const std::uint32_t tolerance : {0u, 2u}) {
+      const auto table = ResidualBits::uniform(max_value, tolerance);
+      constexpr std::uint32_t width = 40, height = 16;
+      std::vector<std::uint16_t> plane(width * height), forecast(width * height);
+      for (std::uint32_t round = 0; round < 2 * max_value / (width * height) + 8; ++round) {
+        for (std::size_t i = 0; i < plane.size(); ++i) {
+          // Residuals swept through the whole range, then random.
+          const std::int64_t d = round * plane.size() + i < 2 * std::uint64_t(max_value) + 1
+                                     ? std::int64_t(round * plane.size() + i) - std::int64_t(max_value)
+                                     : std::int64_t(rng() % (2 * max_value + 1)) - std::int64_t(max_value);
+          plane[i] = std::uint16_t(d >= 0 ? d : 0);
+          forecast[i] = std::uint16_t(d >= 0 ? 0 : -d);
+        }
+        for (const auto [x, w] : {std::pair{0u, 16u}, {16u, 16u}, {32u, 8u}, {3u, 5u}}) {
+          for (const std::uint32_t h : {16u, 8u, 3u}) {
+            std::uint64_t expected = 0;
+            for (std::uint32_t y = 0; y < h; ++y)
+              for (std::uint32_t c = x; c < x + w; ++c)
+                expected += table.bits[std::size_t(int(plane[y * width + c]) - int(forecast[y * width + c]) + table.offset)];
+            for (const SimdPath path : supported_simd_paths()) {
+              INFO("max " << max_value << " tolerance " << tolerance << " x " << x << " w " << w << " h " << h << " "
+                          << simd_name(path));
+              REQUIRE(area_residual_bits(plane, width, x, 0, w, h, forecast.data() + x, width, table, path) == expected);
+            }
+          }
+        }
+      }
+    }
+}
