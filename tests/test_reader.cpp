@@ -62,6 +62,36 @@ TEST_CASE("Reader lists sequences and gives back the original frames and clips",
         CHECK(planar.at(g.pixel_count() + c * g.plane_size() + y * g.width + x) == planes[c].at<std::uint16_t>(int(y), int(x)));
 }
 
+TEST_CASE("Reader keeps 8-bit colour GOPs as bytes and lays them out both ways", "[reader]") {
+  // The cache holds each GOP narrowed to its pixel type, planar: the interleaved and planar clips
+  // of an 8-bit colour sequence (across GOPs of 3, from a cached GOP and a fresh one) are its frames.
+  TempDir dir("tezip-reader-colour8");
+  SyntheticSpec spec;
+  spec.frames = 8, spec.width = 21, spec.height = 11, spec.channels = 3, spec.seed = 5;
+  const auto files = write_synthetic_sequence(dir.path() / "src" / "c8", spec);
+  CompressOptions options;
+  options.gop.size = 3;
+  options.threads = 1;
+  compress(dir.path() / "src", dir.path() / "c8.tzp", options);
+  const Reader reader(dir.path() / "c8.tzp");
+  REQUIRE(reader.geometry(0).type == PixelType::U8);
+  REQUIRE(reader.geometry(0).channels == 3);
+  for (const std::size_t start : {1u, 0u}) {
+    const Clip clip = reader.clip(0, start, 7, ClipLayout::Interleaved);
+    for (std::size_t k = 0; k < 7; ++k) CHECK(same_pixels(frame_of(clip, k), cv::imread(files[start + k].string(), cv::IMREAD_UNCHANGED)));
+    const Clip planar = reader.clip(0, start, 7, ClipLayout::Planar);
+    const auto& g = planar.geometry;
+    for (std::size_t k = 0; k < 7; ++k) {
+      std::vector<cv::Mat> planes;
+      cv::split(cv::imread(files[start + k].string(), cv::IMREAD_UNCHANGED), planes);
+      for (std::size_t c = 0; c < 3; ++c)
+        for (std::size_t y = 0; y < g.height; ++y)
+          for (std::size_t x = 0; x < g.width; ++x)
+            REQUIRE(planar.at(k * g.pixel_count() + c * g.plane_size() + y * g.width + x) == planes[c].at<std::uint8_t>(int(y), int(x)));
+    }
+  }
+}
+
 TEST_CASE("Reader decodes only the GOPs it needs and keeps a bounded cache", "[reader]") {
   const auto data = make_loader_data({12}, 4);
   ReaderOptions options;
