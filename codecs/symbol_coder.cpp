@@ -245,9 +245,13 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
       const auto limit = std::size_t(double(rans_payload.size()) * std::max(1.0, options.zstd_win_margin));
       const auto gate = [&] {
         const std::size_t estimate = zstd_estimate(zstd_bytes, kProbeLevel, probe_size, kGateLevel);
-        return estimate != SIZE_MAX ? estimate : zstd_size_within(zstd_bytes, kGateLevel, limit, options.zstd_level);
+        if (estimate != SIZE_MAX) return estimate;
+        // At the gate's own level (auto's trial), the pass below is the gate.
+        return options.zstd_level == kGateLevel ? 0 : zstd_size_within(zstd_bytes, kGateLevel, limit, options.zstd_level);
       };
-      if (probe_lost && options.zstd_level > kGateLevel && gate() > limit) {
+      // At the gate's level too (auto's trial codes at it): an estimate past the limit spares the
+      // pass over most of the stream, as it spares level 9's.
+      if (probe_lost && options.zstd_level >= kGateLevel && gate() > limit) {
         local.zstd_given_up = true;
         local.zstd_gated = true;
       } else if (auto frame = compress_zstd_frame_within(zstd_bytes, options.zstd_level, limit)) {
