@@ -187,6 +187,16 @@ std::uint64_t sad_fixed(const std::uint16_t* a, std::size_t sa, const std::uint1
 }
 
 #ifdef TEZIP_HAVE_AVX2_MOTION
+// The sum of a vector's eight 32-bit lanes, and of two 64-bit ones.
+[[gnu::target("avx2")]] inline std::uint32_t sum_lanes32(__m256i v) {
+  const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  const __m128i t = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  return std::uint32_t(_mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1))));
+}
+[[gnu::target("avx2")]] inline std::uint64_t sum_lanes64(__m128i v) {
+  return std::uint64_t(_mm_cvtsi128_si64(v)) + std::uint64_t(_mm_extract_epi64(v, 1));
+}
+
 // 16 or 8 columns: |a - b| as the or of both saturating differences (exact for any 16 bits),
 // widened to 32-bit lanes and summed.
 template <std::uint32_t W>
@@ -207,9 +217,7 @@ template <std::uint32_t W>
     }
     acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_unpacklo_epi16(d, zero), _mm256_unpackhi_epi16(d, zero)));
   }
-  const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-  const __m128i t = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  return std::uint32_t(_mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1))));
+  return sum_lanes32(acc);
 }
 #endif
 
@@ -245,7 +253,7 @@ template <std::uint32_t W>
       acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_packus_epi16(_mm256_castsi256_si128(load_row<8>(a)), zero),
                                             _mm_packus_epi16(_mm256_castsi256_si128(load_row<8>(b)), zero)));
   }
-  return std::uint64_t(_mm_cvtsi128_si64(acc)) + std::uint64_t(_mm_extract_epi64(acc, 1));
+  return sum_lanes64(acc);
 }
 #endif
 
@@ -284,7 +292,7 @@ template <std::uint32_t W>
       acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)), vb));
     }
   }
-  return std::uint64_t(_mm_cvtsi128_si64(acc)) + std::uint64_t(_mm_extract_epi64(acc, 1));
+  return sum_lanes64(acc);
 }
 #endif
 
@@ -326,9 +334,7 @@ template <std::uint32_t W>
       const __m256i width_bits = _mm256_max_epi32(_mm256_sub_epi32(e, exponent_bias), zero);
       acc = _mm256_add_epi32(acc, _mm256_add_epi32(one, _mm256_slli_epi32(width_bits, 1)));
     }
-  const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-  const __m128i t = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  return std::uint32_t(_mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1))));
+  return sum_lanes32(acc);
 }
 #endif
 

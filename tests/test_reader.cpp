@@ -78,7 +78,8 @@ TEST_CASE("Reader keeps 8-bit colour GOPs as bytes and lays them out both ways",
   REQUIRE(reader.geometry(0).channels == 3);
   for (const std::size_t start : {1u, 0u}) {
     const Clip clip = reader.clip(0, start, 7, ClipLayout::Interleaved);
-    for (std::size_t k = 0; k < 7; ++k) CHECK(same_pixels(frame_of(clip, k), cv::imread(files[start + k].string(), cv::IMREAD_UNCHANGED)));
+    for (std::size_t k = 0; k < 7; ++k)
+      CHECK(same_pixels(frame_of(clip, k), cv::imread(files[start + k].string(), cv::IMREAD_UNCHANGED)));
     const Clip planar = reader.clip(0, start, 7, ClipLayout::Planar);
     const auto& g = planar.geometry;
     for (std::size_t k = 0; k < 7; ++k) {
@@ -87,7 +88,8 @@ TEST_CASE("Reader keeps 8-bit colour GOPs as bytes and lays them out both ways",
       for (std::size_t c = 0; c < 3; ++c)
         for (std::size_t y = 0; y < g.height; ++y)
           for (std::size_t x = 0; x < g.width; ++x)
-            REQUIRE(planar.at(k * g.pixel_count() + c * g.plane_size() + y * g.width + x) == planes[c].at<std::uint8_t>(int(y), int(x)));
+            REQUIRE(planar.at(k * g.pixel_count() + c * g.plane_size() + y * g.width + x) ==
+                    planes[c].at<std::uint8_t>(int(y), int(x)));
     }
   }
 }
