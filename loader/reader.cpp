@@ -15,11 +15,7 @@
 
 namespace tezip {
 
-// A decoded GOP as the Reader keeps it: its frames one after the other, each narrow_frame's (the
-// pixel type, planar). 8-bit video takes half the memory of the decoder's 16-bit planes (a cache
-// of 8 colour 768 x 576 GOPs of 32 frames: 340 MB, not 680), and each frame is narrowed once,
-// while the decoder's last writes to it are in cache, not at every request.
-using DecodedGop = ClipBytes;
+using DecodedGop = GopFrames;
 
 std::uint16_t Clip::at(std::size_t i) const {
   if (geometry.type == PixelType::U8) return data.at(i);
@@ -29,43 +25,30 @@ std::uint16_t Clip::at(std::size_t i) const {
   return v;
 }
 
-void narrow_frame(std::span<const std::uint16_t> frame, const Geometry& geometry, std::span<std::uint8_t> out) {
-  if (out.size() != geometry.raw_bytes()) throw std::invalid_argument("narrow_frame: output size mismatch");
-  if (frame.size() != geometry.pixel_count()) throw DataError("decoded frame has the wrong size");
-  if (geometry.type == PixelType::U8) {
-    for (std::size_t i = 0; i < frame.size(); ++i) out[i] = std::uint8_t(frame[i]);  // vectorized
-  } else {
-    std::memcpy(out.data(), frame.data(), frame.size_bytes());
-  }
-}
-
-namespace {
-// Planar channels to interleaved samples of type T.
-template <class T>
-void interleave(const std::uint8_t* planar, std::size_t plane, std::size_t channels, std::uint8_t* out) {
-  T* o = reinterpret_cast<T*>(out);  // vector storage is suitably aligned
-  const T* in = reinterpret_cast<const T*>(planar);
-  for (std::size_t c = 0; c < channels; ++c)
-    for (std::size_t i = 0; i < plane; ++i) o[i * channels + c] = in[c * plane + i];
-}
-}  // namespace
-
-void lay_out_frames(std::span<const std::uint8_t> planar, std::size_t count, const Geometry& geometry, ClipLayout layout,
-                    std::span<std::uint8_t> out) {
+void pack_frames(std::span<const Pixels* const> frames, const Geometry& geometry, ClipLayout layout,
+                 std::span<std::uint8_t> out) {
   const std::size_t frame_bytes = geometry.raw_bytes();
-  if (planar.size() != count * frame_bytes || out.size() != planar.size())
-    throw std::invalid_argument("lay_out_frames: size mismatch");
+  if (out.size() != frames.size() * frame_bytes) throw std::invalid_argument("pack_frames: output size mismatch");
   const std::size_t plane = geometry.plane_size(), channels = geometry.channels;
-  if (layout == ClipLayout::Planar || channels == 1) {
-    std::memcpy(out.data(), planar.data(), planar.size());
-    return;
-  }
-  for (std::size_t f = 0; f < count; ++f) {
-    const std::uint8_t* in = planar.data() + f * frame_bytes;
+  for (std::size_t f = 0; f < frames.size(); ++f) {
+    const std::uint16_t* in = frames[f]->data();
+    if (frames[f]->size() != geometry.pixel_count()) throw DataError("decoded frame has the wrong size");
+    std::uint8_t* o = out.data() + f * frame_bytes;
     if (geometry.type == PixelType::U8) {
-      interleave<std::uint8_t>(in, plane, channels, out.data() + f * frame_bytes);
+      if (layout == ClipLayout::Planar || channels == 1) {
+        for (std::size_t i = 0; i < plane * channels; ++i) o[i] = std::uint8_t(in[i]);
+      } else {
+        for (std::size_t c = 0; c < channels; ++c)
+          for (std::size_t i = 0; i < plane; ++i) o[i * channels + c] = std::uint8_t(in[c * plane + i]);
+      }
     } else {
-      interleave<std::uint16_t>(in, plane, channels, out.data() + f * frame_bytes);
+      auto* o16 = reinterpret_cast<std::uint16_t*>(o);  // vector storage is suitably aligned
+      if (layout == ClipLayout::Planar || channels == 1) {
+        std::memcpy(o16, in, plane * channels * 2);
+      } else {
+        for (std::size_t c = 0; c < channels; ++c)
+          for (std::size_t i = 0; i < plane; ++i) o16[i * channels + c] = in[c * plane + i];
+      }
     }
   }
 }
@@ -144,23 +127,7 @@ struct Reader::State {
                            "; it holds " + std::to_string(store->held().size()) + " of " + std::to_string(blocks.size()) +
                            " chunks (those this rank's samples need this epoch)");
       const auto a = block_archive[block];
-      const Block& b = blocks[block];
-      const Geometry& geometry = archives[a]->index().sequences[sequences[b.sequence].local].geometry;
-      const std::size_t frame_bytes = geometry.raw_bytes();
-      // Each frame narrowed into the GOP as soon as the decoder has it whole (stream_chunks keeps
-      // only the few frames decoding needs); every frame must come, or the buffer, not zeroed,
-      // would hold stale bytes.
-      auto gop = std::make_shared<DecodedGop>(b.frame_count * frame_bytes);
-      std::vector<bool> handed(b.frame_count, false);
-      const std::size_t chunk[] = {block - first_block[a]};
-      archives[a]->stream_chunks(chunk, [&](std::size_t, std::size_t t, std::span<const std::uint16_t> pixels) {
-        if (t >= b.frame_count || handed[t]) throw std::logic_error("Reader: the decoder handed over a frame twice");
-        handed[t] = true;
-        narrow_frame(pixels, geometry, std::span(*gop).subspan(t * frame_bytes, frame_bytes));
-      });
-      if (std::find(handed.begin(), handed.end(), false) != handed.end())
-        throw std::logic_error("Reader: the decoder left a frame of the GOP out");
-      std::shared_ptr<const DecodedGop> frames = std::move(gop);
+      auto frames = std::make_shared<const DecodedGop>(archives[a]->decode_chunk(block - first_block[a]));
       if (store) store->count_store_read(blocks[block].bytes);
       promise.set_value(frames);
       std::lock_guard lock(mutex);
@@ -247,9 +214,10 @@ Clip Reader::clip(std::size_t sequence, std::size_t start, std::size_t length, C
     const auto& block = state_->blocks[b];
     const std::size_t from = start + done - block.first_frame;
     const std::size_t take = std::min(length - done, block.frame_count - from);
+    std::vector<const Pixels*> frames;
+    for (std::size_t k = 0; k < take; ++k) frames.push_back(&(*gop).at(from + k));
     const std::size_t bytes = clip.geometry.raw_bytes();
-    lay_out_frames(std::span<const std::uint8_t>(*gop).subspan(from * bytes, take * bytes), take, clip.geometry, layout,
-                   std::span(clip.data).subspan(done * bytes, take * bytes));
+    pack_frames(frames, clip.geometry, layout, std::span(clip.data).subspan(done * bytes, take * bytes));
     done += take;
   }
   return clip;

@@ -39,13 +39,10 @@ struct Clip {
   std::uint16_t at(std::size_t i) const;
 };
 
-// One decoded frame (planar uint16, as the decoder hands it over) in the geometry's pixel type,
-// still planar, into `out` (geometry.raw_bytes() bytes): what the Reader keeps of a GOP (8-bit
-// frames in half the memory of the decoder's).
-void narrow_frame(std::span<const std::uint16_t> frame, const Geometry& geometry, std::span<std::uint8_t> out);
-// `count` frames as narrow_frame writes them into `out` (as many bytes) in `layout`.
-void lay_out_frames(std::span<const std::uint8_t> planar, std::size_t count, const Geometry& geometry, ClipLayout layout,
-                    std::span<std::uint8_t> out);
+// Copies planar uint16 frames into `out` (frames.size() * geometry.raw_bytes() bytes) in the
+// geometry's pixel type and the given layout.
+void pack_frames(std::span<const Pixels* const> frames, const Geometry& geometry, ClipLayout layout,
+                 std::span<std::uint8_t> out);
 
 // A GOP of the opened data: the unit that is decoded, cached, sharded and shuffled.
 struct Block {
