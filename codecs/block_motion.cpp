@@ -313,7 +313,6 @@ std::uint64_t sad_rows(const std::uint16_t* a, std::size_t sa, const std::uint16
   return sad_fixed<0>(a, sa, b, sb, w, h);
 }
 
-// p: the forecast block, rows `stride` apart.
 #ifdef TEZIP_HAVE_AVX2_MOTION
 // bits_of of a lossless table, areas 16 or 8 wide, computed: value_bits(d) = 1 + 2 bit_width(v)
 // with v = zigzag(d) / 2 = d ^ (d >> 31), bit_width(v) from the exponent of float(v) (exact below
@@ -338,6 +337,7 @@ template <std::uint32_t W>
 }
 #endif
 
+// The table's bits of the residual over area r; p: the forecast block, rows `stride` apart.
 std::uint64_t bits_of(std::span<const std::uint16_t> plane, std::uint32_t width, const Rect& r, const std::uint16_t* p,
                       std::size_t stride, const ResidualBits& table, SimdPath path) {
   std::uint64_t sum = 0;
