@@ -9,13 +9,13 @@
 
 namespace tezip::codecs {
 
-// Frequency-rank remapping: each symbol becomes its rank by frequency within one chunk (0 = most
-// frequent; ties go to the smaller symbol so the mapping is deterministic). Entropy coders then see
-// small numbers for likely symbols whatever the symbols' own values are.
 // A stream's symbols (or ranks), written in full before they are read: pooled and not zeroed (a
 // GOP's buffer is 56 MB for 32 gray 768 x 576 frames; zeroing it on each append was 3.5% of encoding).
 using SymbolBuffer = std::vector<std::uint32_t, BufferAllocator<std::uint32_t>>;
 
+// Frequency-rank remapping: each symbol becomes its rank by frequency within one chunk (0 = most
+// frequent; ties go to the smaller symbol so the mapping is deterministic). Entropy coders then see
+// small numbers for likely symbols whatever the symbols' own values are.
 struct RankRemap {
   SymbolBuffer ranks;                         // one per input symbol
   std::vector<std::uint32_t> rank_to_symbol;  // distinct symbols, most frequent first

@@ -56,8 +56,8 @@ constexpr double kLevelGain = 0.75;
 // stream is long enough: the probe's size times level 6 over level 1 on an eighth of the stream,
 // which costs a fifth of the gate's pass over most of the stream (2026-12-03: every archive of the
 // 12 inputs of docs/performance.md byte for byte the same; lossless video 1.09-1.13x faster to
-// encode, `compress -T 1` user time).
-constexpr int kGateLevel = 6;
+// encode, `compress -T 1` user time). kZstdGateLevel (symbol_coder.hpp).
+constexpr int kGateLevel = kZstdGateLevel;
 // LZMA codes the zstd path's bytes; it is tried only where zstd's output times this is below the
 // best so far. On the castle depth residuals LZMA (preset 9e) was 0.76 of zstd level 9; 0.6 leaves a
 // margin, and spares the streams where the context coders win by far (camera video).
@@ -246,11 +246,10 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
       const auto gate = [&] {
         const std::size_t estimate = zstd_estimate(zstd_bytes, kProbeLevel, probe_size, kGateLevel);
         if (estimate != SIZE_MAX) return estimate;
-        // At the gate's own level (auto's trial), the pass below is the gate.
         return options.zstd_level == kGateLevel ? 0 : zstd_size_within(zstd_bytes, kGateLevel, limit, options.zstd_level);
       };
-      // At the gate's level too (auto's trial codes at it): an estimate past the limit spares the
-      // pass over most of the stream, as it spares level 9's.
+      // At the gate's own level too (auto's trial codes at it), an estimate past the limit spares
+      // the pass over most of the stream; without an estimate that pass is itself the gate.
       if (probe_lost && options.zstd_level >= kGateLevel && gate() > limit) {
         local.zstd_given_up = true;
         local.zstd_gated = true;

@@ -24,6 +24,10 @@ const char* coder_name(EntropyCoderKind kind);
 // Whether a byte read from a file names one of entropy_coders().
 bool is_entropy_coder(std::uint8_t kind);
 
+// zstd's level of the gate before the chosen level's pass (symbol_coder.cpp says why); auto's trial
+// codes at it too (compressor/gop_codec.cpp).
+inline constexpr int kZstdGateLevel = 6;
+
 struct SymbolCoderOptions {
   int zstd_level = 3;          // 1..22
   // Where zstd at zstd_level wins (sparse and synthetic data: Moving MNIST, rendered depth), the

@@ -1448,14 +1448,14 @@ std::vector<GopFrames> trial_bands(const GopFrames& frames, const FrameShape& sh
 // archives the same or up to 0.3% smaller. The floor: sample/vtest at abs 2 (16 frames of 160 x
 // 120) took `bidirectional` on one band of 32 rows (82k pixels), 3.7% larger than `previous`.
 constexpr std::uint32_t kAutoTrialFrames = 3;
-// The zstd level of auto's trial, which ranks the choices and is not kept: level 6 (lazy) codes
-// within 0.5-5% of level 9's size at 1.5-1.8x its speed (the symbol coder's gate level, measured on
-// GOP and trial streams), and streams that zstd wins are where level 9 ran whole: `intra`'s trial
-// on a static camera, castle's. Measured against level 9 (docs/performance.md, "Encoding: where
-// the default's time goes"): every archive of 16 inputs the same but Moving MNIST at abs 2 (0.3%
-// smaller), encoding 1.00-1.03x faster (gray vtest, mire2, cup, castle at abs 2, colour vtest).
-constexpr int kTrialZstdLevel = 6;
 constexpr std::uint64_t kAutoTrialPixels = std::uint64_t{1} << 18;
+// The zstd level of auto's trial, which ranks the choices and is not kept: the symbol coder's gate
+// level (6, lazy), within 0.5-5% of level 9's size at 1.5-1.8x its speed on GOP and trial streams;
+// streams that zstd wins are where level 9 ran whole (`intra`'s trial on a static camera, castle's).
+// Measured against level 9 (docs/performance.md, "Encoding: where the default's time goes"): every
+// archive of 16 inputs the same but Moving MNIST at abs 2 (0.3% smaller), encoding 1.00-1.03x
+// faster (gray vtest, mire2, cup, castle at abs 2, colour vtest).
+constexpr int kTrialZstdLevel = codecs::kZstdGateLevel;
 
 std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const FrameShape& shape,
                                          std::span<const GopFrames* const> gops, const CodingSettings& settings) {

@@ -62,9 +62,9 @@ TEST_CASE("Reader lists sequences and gives back the original frames and clips",
         CHECK(planar.at(g.pixel_count() + c * g.plane_size() + y * g.width + x) == planes[c].at<std::uint16_t>(int(y), int(x)));
 }
 
-TEST_CASE("Reader keeps 8-bit colour GOPs as bytes and lays them out both ways", "[reader]") {
-  // The cache holds each GOP narrowed to its pixel type, planar: the interleaved and planar clips
-  // of an 8-bit colour sequence (across GOPs of 3, from a cached GOP and a fresh one) are its frames.
+TEST_CASE("Reader gives 8-bit colour clips planar and interleaved, from cached and fresh GOPs", "[reader]") {
+  // The interleaved and planar clips of an 8-bit colour sequence (across GOPs of 3, from a cached
+  // GOP and a fresh one) are its frames.
   TempDir dir("tezip-reader-colour8");
   SyntheticSpec spec;
   spec.frames = 8, spec.width = 21, spec.height = 11, spec.channels = 3, spec.seed = 5;
