@@ -37,12 +37,13 @@
 //           stripes, stripe l holding its rows [floor(l S / L), floor((l + 1) S / L)); bit 7: the
 //           eight-neighbour context (chunk version 5), else the six-neighbour one; bit 6: an
 //           options byte follows (chunk version 5):
-//             u8 O      bit 0: table sets; bit 1: left classes (C = 3, else C = 1); bit 2:
-//                       column halves (chunk version 8): the symbols are coded as if each
-//                       segment of S' rows of W columns were S = 2 S' rows of W / 2, its left
-//                       halves' rows first, then its right halves' (W even, L even, S even), so
-//                       that stripes l and l + L / 2 hold the same rows' two halves: twice the
-//                       stripes of a plane at the cost of its middle column's contexts
+//             u8 O      bit 0: table sets; bit 1: left classes (C = 3, else C = 1); bits 2-4
+//                       (at most one): column parts P = 2 (bit 2, chunk version 8), 4 (bit 3) or
+//                       8 (bit 4; chunk version 9): the symbols are coded as if each segment of
+//                       S' rows of W columns were S = P S' rows of W / P, the rows' first parts
+//                       first, then their second parts, and so on (W, L and S multiples of P), so
+//                       that stripes l, l + L / P, ... hold the same rows' P parts: P times the
+//                       stripes of a plane at the cost of the contexts beside the P - 1 cuts
 //             u8 K      table sets, 2..kMaxTableSets (bit 0 only; else K = 1)
 //             K C - 1   models 1..K C - 1 (the model above is model 0) with model 0's scheme,
 //                       context count and thresholds; model s C + c serves set s, left class c
@@ -87,6 +88,17 @@ constexpr std::uint8_t kOptions = 0x40;
 constexpr std::uint8_t kOptionTableSets = 0x01;
 constexpr std::uint8_t kOptionLeftClasses = 0x02;
 constexpr std::uint8_t kOptionColumnHalves = 0x04;
+constexpr std::uint8_t kOptionColumnQuarters = 0x08;
+constexpr std::uint8_t kOptionColumnEighths = 0x10;
+constexpr std::uint8_t kOptionColumnParts = kOptionColumnHalves | kOptionColumnQuarters | kOptionColumnEighths;
+// The options byte's flag for P column parts (2, 4 or 8), and back (0: none, 1 part).
+constexpr std::uint8_t column_parts_option(std::size_t parts) {
+  return parts == 2 ? kOptionColumnHalves : parts == 4 ? kOptionColumnQuarters : parts == 8 ? kOptionColumnEighths : 0;
+}
+constexpr std::size_t column_parts_of(std::uint8_t options) {
+  const std::uint8_t bits = options & kOptionColumnParts;
+  return bits == kOptionColumnHalves ? 2 : bits == kOptionColumnQuarters ? 4 : bits == kOptionColumnEighths ? 8 : bits == 0 ? 1 : 0;
+}
 constexpr std::size_t kMaxTableSets = 8;
 constexpr std::size_t kLeftClasses = 3;
 // The least estimated saving for which the encoder splits contexts by left classes (mire2: 2.0%
@@ -572,7 +584,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     throw std::invalid_argument("encode_striped_rans: the symbols are not whole rows");
   }
   const TokenScheme scheme;
-  // width, rows, segment_rows: of the rows as coded (with column halves, set below, half rows).
+  // width, rows, segment_rows: of the rows as coded (with column parts, set below, parts of rows).
   const std::size_t n = ranks.size();
   std::size_t width = row_width, rows = n / width;
   if (segment_rows == 0 || segment_rows > rows) segment_rows = std::max<std::size_t>(rows, 1);
@@ -611,14 +623,14 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     }
     k[width - 1] = at(width - 1);
   };
-  // Where row `row` (as coded) starts in `tokens` and `ranks`: with column halves (set below) a
-  // segment's rows are its plane rows' left halves, then their right halves.
-  bool in_halves = false;
+  // Where row `row` (as coded) starts in `tokens` and `ranks`: with P column parts (set below) a
+  // segment's rows are its plane rows' first parts, then their second parts, and so on.
+  std::size_t column_parts = 1;
   auto row_offset = [&](std::size_t row) {
-    if (!in_halves) return row * width;
-    const std::size_t first = row / segment_rows * segment_rows, plane_rows = std::min(segment_rows, rows - first) / 2;
+    if (column_parts == 1) return row * width;
+    const std::size_t first = row / segment_rows * segment_rows, plane_rows = std::min(segment_rows, rows - first) / column_parts;
     const std::size_t r = row - first, part = r / plane_rows;
-    return (first / 2 + r - part * plane_rows) * 2 * width + part * width;
+    return (first / column_parts + r - part * plane_rows) * column_parts * width + part * width;
   };
   auto token_row = [&](std::size_t row) { return tokens.data() + row_offset(row); };
   auto row_tokens = [&](std::size_t row) { return row == SIZE_MAX ? nullptr : token_row(row); };
@@ -680,14 +692,14 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     bool wide;
     std::size_t lanes;
     double bits;
-    bool halves = false;
+    std::size_t parts = 1;
   };
   std::vector<Candidate> candidates;
-  // Column halves (kOptionColumnHalves) double 16 stripes to 32 lanes, 8 to 16 (the AVX-512
-  // kernel's vectors); only the contexts of the columns beside the middle change (the left half's
-  // last loses its upper right, the right half's first two their left ones), so their estimate is
-  // the stripes' with those moved.
-  const bool halves_possible = most >= 8 && width % 2 == 0 && width >= 16;
+  // Column parts (kOptionColumnParts) make 16 or 32 lanes (the kernels' vectors) of 16, 8 or 4
+  // stripes of rows: only the contexts of the columns beside each cut change (a part's last column
+  // loses its upper right, the next part's first two their left ones), so a candidate's estimate
+  // is its stripes' with those columns' symbols moved. 4 stripes are not a candidate of their own
+  // (the portable decoder would run them); 32 stripes need no parts.
   for (const bool shape : {false, true}) {
     if ((context == StripedContext::six && shape) || (context == StripedContext::eight && !shape)) continue;
     wide = shape;
@@ -713,10 +725,10 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     });
     flush();
     candidates.push_back({shape, 1, estimated_bits(single)});
-    for (std::size_t lanes = most; lanes > 1; lanes = lanes > kGroup ? lanes / 2 : 1) {
+    for (std::size_t stripes = most; stripes > 1; stripes = stripes > kGroup / 2 ? stripes / 2 : 1) {
       std::vector<std::uint64_t> striped = single;
-      for_each_first_row(lanes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t single_upper,
-                                    std::size_t single_upper2) {
+      for_each_first_row(stripes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t single_upper,
+                                      std::size_t single_upper2) {
         const std::uint8_t* t = token_row(row);
         row_contexts(t, row_tokens(single_upper), row_tokens(single_upper2), single_index.data());
         row_contexts(t, row_tokens(upper), row_tokens(upper2), row_index.data());
@@ -725,50 +737,62 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
           ++striped[row_index[x] * kMaxTokens + t[x]];
         }
       });
-      candidates.push_back({shape, lanes, estimated_bits(striped)});
-      if ((lanes == 16 || lanes == 8) && halves_possible) {
-        // Each row's upper rows with these stripes: one stripe's, the first rows' patched.
-        std::vector<std::array<std::size_t, 2>> uppers(rows);
-        for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) { uppers[row] = {upper, upper2}; });
-        for_each_first_row(lanes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t, std::size_t) {
-          uppers[row] = {upper, upper2};
-        });
-        const std::size_t half = width / 2;
+      if (stripes >= kGroup) candidates.push_back({shape, stripes, estimated_bits(striped)});
+      std::vector<std::array<std::size_t, 2>> uppers;  // each row's upper rows with these stripes
+      for (const std::size_t p : {2, 4, 8}) {
+        const std::size_t w = width / p;
+        if ((stripes * p != 16 && stripes * p != 32) || width % p != 0 || w < 8) continue;
+        if (uppers.empty()) {
+          uppers.resize(rows);
+          for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) { uppers[row] = {upper, upper2}; });
+          for_each_first_row(stripes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t, std::size_t) {
+            uppers[row] = {upper, upper2};
+          });
+        }
+        std::vector<std::uint64_t> cut = striped;
         for (std::size_t row = 0; row < rows; ++row) {
           const std::uint8_t* t = token_row(row);
           const std::uint8_t* up = row_tokens(uppers[row][0]);
           const std::uint8_t* up2 = row_tokens(uppers[row][1]);
-          for (std::size_t x = half - 1; x <= half + 1; ++x) {
-            const std::size_t whole = class_at(t, up, up2, x, width);
-            const std::size_t part = x < half ? class_at(t, up, up2, x, half)
-                                              : class_at(t + half, up ? up + half : up, up2 ? up2 + half : up2, x - half,
-                                                         width - half);
-            --striped[whole * kMaxTokens + t[x]];
-            ++striped[part * kMaxTokens + t[x]];
-          }
+          for (std::size_t k = 1; k < p; ++k)
+            for (std::size_t x = k * w - 1; x <= k * w + 1; ++x) {
+              const std::size_t q = x / w * w;  // the part's first column
+              const std::size_t whole = class_at(t, up, up2, x, width);
+              const std::size_t in_part = class_at(t + q, up ? up + q : up, up2 ? up2 + q : up2, x - q, w);
+              --cut[whole * kMaxTokens + t[x]];
+              ++cut[in_part * kMaxTokens + t[x]];
+            }
         }
-        candidates.push_back({shape, 2 * lanes, estimated_bits(striped), true});
+        candidates.push_back({shape, stripes * p, estimated_bits(cut), p});
       }
     }
   }
   // Stripes cost ratio where their first rows lose the rows above (smooth data, few rows a
-  // stripe): the most stripes whose estimate is within kMaxStripeCost of the best with one stripe,
-  // and of the shapes that allows, the smaller (eight neighbours: 7.6% smaller on vtest's lossless
-  // GOPs, 0.6% on mire2's; six: 1.4% on castle's depth maps).
+  // stripe): the most lanes whose estimate is within kMaxStripeCost of the best with one stripe; of
+  // those, stripes of whole rows or halves before quarters, quarters before eighths (eighths of 4
+  // stripes were 0.4% smaller than halves of 16 on video, but decoded up to 1.1x slower:
+  // docs/performance.md, "Column parts"), and then the smaller estimate (of the context shapes
+  // too: eight neighbours 7.6% smaller on vtest's lossless GOPs, 0.6% on mire2's; six 1.4% on
+  // castle's depth maps).
   double best_single = HUGE_VAL;
   for (const Candidate& c : candidates)
     if (c.lanes == 1) best_single = std::min(best_single, c.bits);
+  auto better = [](const Candidate& c, const Candidate& than) {
+    if (c.lanes != than.lanes) return c.lanes > than.lanes;
+    const std::size_t narrow = c.parts > 2 ? c.parts : 0, than_narrow = than.parts > 2 ? than.parts : 0;
+    return narrow != than_narrow ? narrow < than_narrow : c.bits < than.bits;
+  };
   const Candidate* chosen = nullptr;
   for (const Candidate& c : candidates) {
     const bool allowed = c.lanes == 1 || c.bits <= best_single * (1 + kMaxStripeCost);
-    if (allowed && (chosen == nullptr || c.lanes > chosen->lanes || (c.lanes == chosen->lanes && c.bits < chosen->bits))) chosen = &c;
+    if (allowed && (chosen == nullptr || better(c, *chosen))) chosen = &c;
   }
-  // Column halves: from here on the rows are half rows, in their coded order (row_offset).
-  if (chosen->halves) {
-    in_halves = true;
-    width /= 2;
-    rows *= 2;
-    segment_rows *= 2;
+  // Column parts: from here on the rows are parts of rows, in their coded order (row_offset).
+  if (chosen->parts > 1) {
+    column_parts = chosen->parts;
+    width /= column_parts;
+    rows *= column_parts;
+    segment_rows *= column_parts;
   }
   const std::size_t lanes = chosen->lanes;
   wide = chosen->wide;
@@ -962,7 +986,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   append_varint(segment_rows, out);
   const std::size_t sets = models.size() / models_per_set;
   const std::uint8_t options = (sets > 1 ? kOptionTableSets : 0) | (left_classes ? kOptionLeftClasses : 0) |
-                              (chosen->halves ? kOptionColumnHalves : 0);
+                              column_parts_option(chosen->parts);
   out.push_back(static_cast<std::uint8_t>(lanes | (wide ? kEightNeighbours : 0) | (options != 0 ? kOptions : 0)));
   if (options != 0) {
     out.push_back(options);
@@ -991,8 +1015,8 @@ struct StripedRansDecoder::State {
   std::vector<std::uint8_t, BufferAllocator<std::uint8_t>> extra;  // the stripes' extra bits, each padded
   std::vector<std::uint8_t, BufferAllocator<std::uint8_t>> words;  // the groups' word streams, each padded
   std::array<std::uint64_t, kMaxLanes> extra_size{};    // bytes of each stripe's extra bits
-  // width, rows, segment_rows: a stripe's rows as the coder sees them (with column halves, half a
-  // plane's row each, twice as many); parts: 2 with column halves, else 1.
+  // width, rows, segment_rows: a stripe's rows as the coder sees them (with P column parts, a
+  // P-th of a plane's row each, P times as many); parts: P, else 1.
   std::size_t width = 0, lanes = 0, segment_rows = 0, rows = 0, rows_done = 0, parts = 1;
   std::uint32_t max_rank = 0;
   std::vector<std::uint32_t> symbols;  // empty: ranks out
@@ -1033,15 +1057,16 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
   if (has_options) {
     if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
     options = bytes[pos++];
-    if (options == 0 || (options & ~(kOptionTableSets | kOptionLeftClasses | kOptionColumnHalves)) != 0)
+    if (options == 0 || (options & ~(kOptionTableSets | kOptionLeftClasses | kOptionColumnParts)) != 0 ||
+        column_parts_of(options) == 0)
       throw CodecError("striped rans coder: bad options");
   }
-  if (options & kOptionColumnHalves) {
-    if (row_width % 2 != 0 || st.lanes % 2 != 0 || segment_rows % 2 != 0)
-      throw CodecError("striped rans coder: column halves of an odd width, stripe count or segment");
-    st.parts = 2;
-    st.width = row_width / 2;
-    st.rows = 2 * st.rows;
+  if (const std::size_t parts = column_parts_of(options); parts > 1) {
+    if (row_width % parts != 0 || st.lanes % parts != 0 || segment_rows % parts != 0)
+      throw CodecError("striped rans coder: column parts that do not divide the width, stripe count or segment");
+    st.parts = parts;
+    st.width = row_width / parts;
+    st.rows = parts * st.rows;
   }
   if (segment_rows == 0 || segment_rows > std::max<std::size_t>(st.rows, 1)) {
     throw CodecError("striped rans coder: bad segment size");
@@ -1234,8 +1259,8 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
   // its row two up: zeros.
   next_above(first_row_tokens.tokens, nullptr, lanes, b.above, simd);
   std::array<std::uint32_t, kMaxLanes> active{};
-  // Where each stripe's rows go: rows of `stride` values; with column halves, stripe l < L / 2
-  // holds left halves of the segment's rows, stripe l + L / 2 the right halves of the same rows.
+  // Where each stripe's rows go: rows of `stride` values; with P column parts, stripes l < L / P
+  // hold the first parts of the segment's rows, stripes l + L / P their second parts, and so on.
   const std::size_t stride = parts * width, plane_rows = count / parts;
   std::array<std::uint32_t*, kMaxLanes> lane_row{}, row{};
   // The next row step's row two up (eight-neighbour context; else none), in next_above's layout:

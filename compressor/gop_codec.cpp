@@ -37,8 +37,8 @@ using codecs::PlaneTransform;
 // channel plan per colour frame (codecs/channel_plan.hpp) in place of the channel-delta flags; 7:
 // spatial blocks in motion fields (codecs::kSpatialBlock), which older readers refuse; 8: the
 // striped rANS coder's column halves (codecs/striped_rans.cpp), which older readers refuse as
-// bad options.
-constexpr std::uint8_t kChunkVersion = 8;
+// bad options; 9: its column quarters and eighths, the same.
+constexpr std::uint8_t kChunkVersion = 9;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;

@@ -304,7 +304,7 @@ TEST_CASE("coded motion pays on a panning scene and decodes bit for bit", "[moti
         const auto plain = encode_gops(*predictor, shape, gops, without);
         INFO("with motion " << coded[0].bytes.size() << " bytes, without " << plain[0].bytes.size());
         CHECK(coded[0].bytes.size() * 10 < plain[0].bytes.size() * 8);
-        CHECK(coded[0].bytes[0] == 8);  // chunk version 8 (coded motion since 4, spatial blocks since 7)
+        CHECK(coded[0].bytes[0] == 9);  // chunk version 9 (coded motion since 4, spatial blocks since 7)
 
         const std::size_t counts[] = {frames.size()};
         const auto decoded = decode_within_bound(*predictor, shape, frames, coded[0], settings);
@@ -414,7 +414,7 @@ TEST_CASE("spatial blocks take what no vector matches, and decode bit for bit", 
       decode_within_bound(*predictor, shape, frames, coded[0], settings);
       const std::size_t counts[] = {frames.size()};
       // The chunk holds spatial blocks: read as version 6, which has none, it is refused.
-      REQUIRE(coded[0].bytes[0] == 8);
+      REQUIRE(coded[0].bytes[0] == 9);
       auto as_v6 = coded[0].bytes;
       as_v6[0] = 6;
       const std::span<const std::uint8_t> old[] = {as_v6};

@@ -64,7 +64,7 @@ struct ColourHeader {
 };
 ColourHeader read_colour_header(std::span<const std::uint8_t> chunk) {
   ByteReader in(chunk, "chunk");
-  REQUIRE(in.u8() == 8);  // chunk version
+  REQUIRE(in.u8() == 9);  // chunk version
   in.u8();  // quantizer
   in.u8();  // predictor choice
   ColourHeader h;

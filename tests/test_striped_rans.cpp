@@ -193,7 +193,7 @@ TEST_CASE("striped rans decodes segment by segment as it decodes whole", "[codec
   const auto ranks = laplacian_ranks(width, plane * planes, 2.0, 8);
   const std::uint64_t alphabet = alphabet_of(ranks);
   const auto bytes = encode_striped_rans(ranks, width, plane, alphabet);
-  REQUIRE((options_byte(bytes, alphabet) & 4) != 0);  // column halves: each request is half-rows inside
+  REQUIRE((options_byte(bytes, alphabet) & 0x1C) != 0);  // column parts: each request is parts of rows inside
   for (const SimdPath path : paths()) {
     StripedRansDecoder decoder(bytes, width, ranks.size(), alphabet, {}, path);
     std::vector<std::uint32_t> out(ranks.size());
@@ -255,13 +255,13 @@ TEST_CASE("striped rans gives channels their own tables where that is smaller", 
 }
 
 TEST_CASE("striped rans: every path agrees on damaged streams, and none crashes", "[codecs][striped]") {
-  // 32 stripes of rows (an odd width has no column halves), and 16 with column halves (the
-  // AVX-512 kernel's two vectors either way).
+  // 32 stripes of rows (an odd width has no column parts), and fewer in column parts (the AVX-512
+  // kernel's two vectors either way).
   for (const std::size_t width : {47, 48}) {
     const auto ranks = laplacian_ranks(width, 256, 4.0, 21);
     const auto bytes = encode_striped_rans(ranks, width, width % 2 == 1 ? 256 : 128, alphabet_of(ranks));
     REQUIRE((stripe_byte(bytes, alphabet_of(ranks)) & 0x3F) == 32);
-    REQUIRE(bool(options_byte(bytes, alphabet_of(ranks)) & 4) == (width % 2 == 0));
+    REQUIRE(bool(options_byte(bytes, alphabet_of(ranks)) & 0x1C) == (width % 2 == 0));
     CHECK(damaged_errors(bytes, width, ranks.size(), alphabet_of(ranks), 4) > 250);
   }
   // 16 stripes of rows.
@@ -281,6 +281,48 @@ TEST_CASE("striped rans: every path agrees on damaged streams, and none crashes"
   std::vector<std::uint32_t> more(ranks.size() + width), fewer(ranks.size() - 1);
   REQUIRE_THROWS_AS(decode_striped_rans(bytes, width, alphabet, more), CodecError);
   REQUIRE_THROWS_AS(decode_striped_rans(bytes, width + 1, alphabet, fewer), CodecError);
+}
+
+TEST_CASE("striped rans: column quarters and eighths round-trip on every path; bad parts are refused", "[codecs][striped]") {
+  // Each column a level of its own down the plane (0 or `level`) plus noise: the row above tells a
+  // symbol's level, its left neighbours do not, so stripes' first rows cost and cuts between
+  // columns hardly do: the encoder takes 32 lanes of fewer stripes in more parts.
+  auto columns = [](std::size_t width, std::size_t rows, std::uint32_t level, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::geometric_distribution<std::uint32_t> noise(0.3);
+    std::vector<std::uint32_t> out(width * rows * 2);
+    for (std::size_t plane = 0; plane < 2; ++plane) {
+      std::vector<std::uint32_t> at(width);
+      for (auto& v : at) v = rng() % 2 ? level : 0;
+      for (std::size_t y = 0; y < rows; ++y)
+        for (std::size_t x = 0; x < width; ++x) out[(plane * rows + y) * width + x] = at[x] + noise(rng);
+    }
+    return out;
+  };
+  struct Case {
+    std::size_t rows;
+    std::uint8_t parts_bit;  // 0x08 quarters (8 stripes), 0x10 eighths (4 stripes)
+  };
+  for (const Case c : {Case{256, 0x08}, Case{192, 0x10}}) {
+    const std::size_t width = 256;
+    const auto ranks = columns(width, c.rows, 30, 7);
+    const std::uint64_t alphabet = alphabet_of(ranks);
+    const auto bytes = encode_striped_rans(ranks, width, c.rows, alphabet);
+    INFO("rows " << c.rows);
+    REQUIRE((stripe_byte(bytes, alphabet) & 0x3F) == 32);
+    REQUIRE((options_byte(bytes, alphabet) & 0x1C) == c.parts_bit);
+    require_round_trip(ranks, width, c.rows, alphabet);
+    CHECK(damaged_errors(bytes, width, ranks.size(), alphabet, 5) > 250);
+    // A width the parts do not divide, and two parts bits at once, are refused on every path.
+    std::vector<std::uint32_t> narrower(ranks.size() / (width - 2) * (width - 2));
+    REQUIRE_THROWS_AS(decode_striped_rans(bytes, width - 2, alphabet, narrower), CodecError);
+    std::size_t pos = 0;
+    tezip::codecs::rans::read_model(bytes, pos, alphabet);
+    read_varint(bytes, pos);
+    auto both = bytes;
+    both.at(pos + 1) |= 0x0C | 0x10;
+    for (const SimdPath path : paths()) CHECK(decode_with(path, both, width, ranks.size(), alphabet).error);
+  }
 }
 
 TEST_CASE("symbol coder gives rows to the striped coder and reads them plane by plane", "[codecs][striped]") {
@@ -338,31 +380,35 @@ TEST_CASE("the encoder takes fewer stripes where their first rows would cost rat
   auto stripes_of = [](const std::vector<std::uint8_t>& bytes, std::uint64_t alphabet) {
     return std::size_t(stripe_byte(bytes, alphabet) & 0x3F);
   };
-  // Independent residuals: the row above tells nothing, 32 stripes cost nothing: of rows from 192
-  // rows, else 16 with column halves (8 halved below 96 rows), or 16 of rows where the width is odd.
+  // Independent residuals: the row above tells nothing, 32 lanes cost nothing: 32 stripes of rows
+  // from 192 rows, else 16, 8 or 4 stripes in column parts (32 lanes from 64 rows of 160 columns),
+  // or 16 stripes of rows where the width is odd.
   std::vector<std::uint32_t> noisy(160 * 288 * 4);
   std::mt19937 noise(3);
   std::geometric_distribution<std::uint32_t> magnitude(0.3);
   for (auto& v : noisy) v = magnitude(noise);
   const std::uint64_t a = alphabet_of(noisy);
   CHECK(stripes_of(encode_striped_rans(noisy, 160, 288, a), a) == 32);
-  const auto halves = encode_striped_rans(noisy, 160, 144, a);
-  CHECK(stripes_of(halves, a) == 32);
-  CHECK((options_byte(halves, a) & 4) != 0);
-  const auto eight = encode_striped_rans(noisy, 160, 80, a);  // 8 stripes of 10 rows, halved
-  CHECK(stripes_of(eight, a) == 16);
-  CHECK((options_byte(eight, a) & 4) != 0);
+  const auto parts = encode_striped_rans(noisy, 160, 144, a);
+  CHECK(stripes_of(parts, a) == 32);
+  CHECK((options_byte(parts, a) & 0x1C) != 0);
+  const auto eight = encode_striped_rans(noisy, 160, 80, a);  // at most 8 stripes (of 10 rows), in parts
+  CHECK(stripes_of(eight, a) == 32);
+  CHECK((options_byte(eight, a) & 0x1C) != 0);
   const std::vector<std::uint32_t> odd(noisy.begin(), noisy.begin() + 159 * 144 * 4);
   CHECK(stripes_of(encode_striped_rans(odd, 159, 144, alphabet_of(odd)), alphabet_of(odd)) == 16);
   // Smooth structure that repeats from row to row but not from plane to plane: losing the row above
-  // at every stripe start would cost, so the encoder keeps one stripe.
+  // at every stripe start would cost, so the encoder keeps fewer than 8 stripes of rows (in column
+  // parts where those make 16 or 32 lanes: the cuts between columns cost little).
   std::vector<std::uint32_t> smooth;
   std::mt19937 rng(4);
   for (int plane = 0; plane < 4; ++plane)
     for (int y = 0; y < 120; ++y)
       for (int x = 0; x < 160; ++x) smooth.push_back(((x / 8 + plane * 3) % 5 == 0) ? 40 + rng() % 3 : (rng() % 16 == 0));
   const auto bytes = encode_striped_rans(smooth, 160, 120, alphabet_of(smooth));
-  CHECK(stripes_of(bytes, alphabet_of(smooth)) < 8);
+  const std::uint8_t part_bits = options_byte(bytes, alphabet_of(smooth)) & 0x1C;
+  const std::size_t column_parts = part_bits == 0x04 ? 2 : part_bits == 0x08 ? 4 : part_bits == 0x10 ? 8 : 1;
+  CHECK(stripes_of(bytes, alphabet_of(smooth)) / column_parts < 8);
   std::vector<std::uint32_t> back(smooth.size());
   decode_striped_rans(bytes, 160, alphabet_of(smooth), back);
   CHECK(back == smooth);
