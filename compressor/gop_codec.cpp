@@ -37,8 +37,10 @@ using codecs::PlaneTransform;
 // channel plan per colour frame (codecs/channel_plan.hpp) in place of the channel-delta flags; 7:
 // spatial blocks in motion fields (codecs::kSpatialBlock), which older readers refuse; 8: the
 // striped rANS coder's column halves (codecs/striped_rans.cpp), which older readers refuse as
-// bad options; 9: its column quarters and eighths, the same.
-constexpr std::uint8_t kChunkVersion = 9;
+// bad options; 9: its column quarters and eighths, the same; 10: a second reference for the
+// frames of sequential GOPs with coded motion (second_reference, below), a flag in every such
+// frame's motion symbols that older readers would misread.
+constexpr std::uint8_t kChunkVersion = 10;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
@@ -54,7 +56,7 @@ constexpr std::uint8_t kChannelDeltaFlag = 0x20;
 constexpr std::uint8_t kMotionFlag = 0x40;
 constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag | kMotionFlag;
 // The first byte of a pixel chunk (codecs/pixel_frames.hpp), where a predictive chunk has its
-// version (2-7): the GOP's frames as they are (bounded modes: snapped to bins within each plane's
+// version (2-10): the GOP's frames as they are (bounded modes: snapped to bins within each plane's
 // tolerance), in one zstd (or, with --coder best, LZMA) frame. Older readers refuse it as an
 // unknown chunk version.
 constexpr std::uint8_t kPixelChunk = 0x80;
@@ -351,11 +353,20 @@ std::vector<std::size_t> sequential_references(std::size_t n) {
   return out;
 }
 
-// The field towards `far`, on the other side of frame t from the field's reference `near`.
+// The field towards `far` (on either side of frame t) from a field towards `near`: its vectors
+// scaled by the distances, negated where the two lie on different sides.
 codecs::MotionField far_field(const codecs::MotionField& field, std::size_t t, std::size_t near, std::size_t far) {
   const int d_near = int(near > t ? near - t : t - near), d_far = int(far > t ? far - t : t - far);
-  return codecs::scale_field(field, -d_far, d_near);
+  return codecs::scale_field(field, (near > t) == (far > t) ? d_far : -d_far, d_near);
 }
+
+// The second reference of a sequential GOP's frame t from chunk version 10: the frame before its
+// reference (kNoFrame before frame 2). Such a frame may be forecast by the mean of both
+// references, each displaced by a coded field of its own (two-hypothesis prediction, as video
+// coders average two references: the references' noise, and at bounded modes their quantization
+// error, averaged).
+constexpr std::uint8_t kTwoReferenceVersion = 10;
+std::size_t second_reference(std::size_t t) { return t >= 2 ? t - 2 : kNoFrame; }
 
 // A frame of a bidirectional GOP in coding order, forecast from the reconstructions of frames lo
 // and hi on either side (hi == lo: from lo alone).
@@ -463,7 +474,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   std::vector<std::vector<std::size_t>> reference(gops.size()), far_reference(gops.size());
   // far_reference[g][t]: in bidirectional GOPs, the coded frame on the other side (kNoFrame: none);
   // a motion field may then be used towards both, and the two forecasts averaged (bi-prediction).
-  std::vector<std::uint16_t> bi_compensated(settings.coded_motion && predictor.bidirectional() ? shape.size() : 0);
+  std::vector<std::uint16_t> bi_compensated(settings.coded_motion ? shape.size() : 0);
   std::vector<std::uint16_t> spatial_compensated(settings.coded_motion ? shape.size() : 0);
   std::vector<std::uint8_t> spatial_used(gops.size(), 0);  // [g]: a frame took spatial blocks
   // [g]: the frame estimates' saving by spatial blocks, and the estimates of the frames that searched motion.
@@ -603,24 +614,24 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       residual_bits = codecs::ResidualBits::uniform(shape.max_value, tolerance0);
       residual_bits_tolerance = tolerance0;
     }
-    codecs::MotionSearch found;
-    EncodeMemo::Key key{};
-    const codecs::MotionSearch* known = nullptr;
-    if (memo) {
-      EncodeMemo::Hasher h;
-      h.add(plane).add(near_plane).value(shape.width).value(shape.max_value).value(uniform ? tolerance0 : UINT32_MAX);
-      h.value(hint.width).value(hint.height).add(std::span<const codecs::MotionVector>(hint.units));
-      h.add(std::span<const std::uint8_t>(hint.modes));
-      key = h.key();
-      known = memo->search(key);
-    }
-    if (known) {
-      found = *known;
-    } else {
-      found = codecs::search_motion(plane, near_plane, shape.width, hint.units.empty() ? nullptr : &hint,
-                                    uniform ? &residual_bits : nullptr, shape.max_value);
+    // The search against `reference_plane`, its candidates from `candidates` (through the memo).
+    auto search = [&](std::span<const std::uint16_t> reference_plane, const codecs::MotionField& candidates) {
+      EncodeMemo::Key key{};
+      if (memo) {
+        EncodeMemo::Hasher h;
+        h.add(plane).add(reference_plane).value(shape.width).value(shape.max_value).value(uniform ? tolerance0 : UINT32_MAX);
+        h.value(candidates.width).value(candidates.height).add(std::span<const codecs::MotionVector>(candidates.units));
+        h.add(std::span<const std::uint8_t>(candidates.modes));
+        key = h.key();
+        if (const codecs::MotionSearch* known = memo->search(key)) return *known;
+      }
+      codecs::MotionSearch found = codecs::search_motion(plane, reference_plane, shape.width,
+                                                         candidates.units.empty() ? nullptr : &candidates,
+                                                         uniform ? &residual_bits : nullptr, shape.max_value);
       if (memo) memo->keep(key, found);
-    }
+      return found;
+    };
+    codecs::MotionSearch found = search(near_plane, hint);
     hint = std::move(found.field);
     std::uint64_t forecast_sad = found.zero_sad;
     if (forecast0.data() != near_plane.data()) {
@@ -699,24 +710,43 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     const std::uint64_t without = frame_cost([&](std::uint32_t k) {
       return k == 0 ? forecast0 : std::span<const std::uint16_t>(frame_forecast + k * plane_size, plane_size);
     });
+    // A sequential GOP's second reference is searched in uniform bounded modes only, where the mean
+    // of two references averages their quantization error (abs 2: mire2 7.3%, colour vtest 6.3%
+    // smaller); lossless it paid 0.7% on mire2 and nothing on vtest, for 13-50% more encoding time
+    // (docs/defaults.md, "A second reference"). Elsewhere its flag says unused.
     const std::size_t far = far_reference[g][t];
-    if (far != kNoFrame) {
+    const bool sequential = !predictor.bidirectional();
+    const bool second = sequential && settings.second_reference && uniform && tolerance0 > 0;
+    if (far != kNoFrame && (!sequential || second)) {
       // Bi-prediction: the field towards the far side too, and the mean of both displaced frames
       // (what averaging both sides gains on noise, with motion). One symbol says which was taken.
-      const auto towards_far = far_field(field, t, reference[g][t], far);
+      // Bidirectional GOPs scale the field to the other side; a sequential GOP's second reference
+      // has a field of its own, searched from the scaled one, whose symbols follow the first's.
       const std::uint16_t* far_frame = encoded[g].reconstruction[far].data();
+      codecs::MotionField towards_far = far_field(field, t, reference[g][t], far);
+      std::vector<std::uint32_t> far_symbols;
+      if (sequential) {
+        towards_far = search(std::span<const std::uint16_t>(far_frame, plane_size), towards_far).field;
+        codecs::append_motion_symbols(towards_far, far_symbols);
+      }
       for (std::uint32_t k = 0; k < shape.channels; ++k) {
         const auto out = std::span<std::uint16_t>(bi_compensated).subspan(k * plane_size, plane_size);
         codecs::compensate(towards_far, std::span<const std::uint16_t>(far_frame + k * plane_size, plane_size), out,
                            shape.max_value);
         average(std::span<const std::uint16_t>(compensated).subspan(k * plane_size, plane_size), out, out);
       }
-      const std::uint64_t bi = vector_cost + frame_cost([&](std::uint32_t k) {
+      const std::uint64_t far_vectors = far_symbols.empty() ? 0 : vector_cost_of(far_symbols);
+      const std::uint64_t bi = vector_cost + far_vectors + frame_cost([&](std::uint32_t k) {
         return std::span<const std::uint16_t>(bi_compensated).subspan(k * plane_size, plane_size);
       });
       const bool use_bi = bi < with;
-      if (use_bi) compensated.swap(bi_compensated), with = bi;
+      if (use_bi) {
+        compensated.swap(bi_compensated), with = bi;
+        motion_symbols.insert(motion_symbols.end(), far_symbols.begin(), far_symbols.end());
+      }
       motion_symbols.insert(motion_symbols.begin(), use_bi ? 1u : 0u);
+    } else if (far != kNoFrame) {
+      motion_symbols.insert(motion_symbols.begin(), 0u);
     }
     motion_estimate[g] += std::min(with, without);
     if (spatial_gain > 0 && with < without) {
@@ -843,6 +873,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     if (frames.empty()) throw std::invalid_argument("empty GOP");
     reference[g] = sequential_references(frames.size());
     far_reference[g].assign(frames.size(), kNoFrame);
+    if (settings.coded_motion)
+      for (std::size_t t = 0; t < frames.size(); ++t) far_reference[g][t] = second_reference(t);
     for (const auto& f : frames)
       if (f.size() != shape.size()) throw std::invalid_argument("frame size differs from the GOP's shape");
     encoded[g].reconstruction = unwritten_frames(frames.size(), shape.size());  // every plane is coded below
@@ -948,13 +980,14 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   // [g][t]: how a colour frame's symbol planes are coded against each other.
   std::vector<std::vector<codecs::ChannelPlan>> plans(chunks.size());
   // Frames only streamed (a colour transform's domain, turned back by decode_gops band by band; a
-  // checksum): in a sequential GOP no frame reads one two back (the previous-frame forecast, coded
-  // motion and forecast maps read t - 1; a predictor keeps its own copies of what it observes), and
-  // in an intra-only one none reads another, so frame t is decoded into frame t - 2's (t - 1's)
-  // buffer, and a GOP's decoding touches 2 frames (1) of memory instead of all of them (colour
-  // vtest: 85 MB less for each 32-frame GOP, whose first-touch page faults were a third of a whole
-  // run's time; docs/performance.md, "verify checks GOPs in a few frames of memory").
-  const std::size_t recycle = wanted != Frames::Streamed || predictor.bidirectional() ? 0 : predictor.intra_only() ? 1 : 2;
+  // checksum): in a sequential GOP no frame reads one three back (the previous-frame forecast,
+  // coded motion and forecast maps read t - 1, a second reference t - 2; a predictor keeps its own
+  // copies of what it observes), and in an intra-only one none reads another, so frame t is decoded
+  // into frame t - 3's (t - 1's) buffer, and a GOP's decoding touches 3 frames (1) of memory instead
+  // of all of them (colour vtest: 85 MB less for each 32-frame GOP, whose first-touch page faults
+  // were a third of a whole run's time; docs/performance.md, "verify checks GOPs in a few frames of
+  // memory").
+  const std::size_t recycle = wanted != Frames::Streamed || predictor.bidirectional() ? 0 : predictor.intra_only() ? 1 : 3;
 
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     ByteReader in(chunks[g], "chunk");
@@ -1042,9 +1075,11 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       if (m >= codecs::kForecastSources) in.fail("unknown forecast source");
     if (version >= 4) {
       // A field takes one mode symbol per 16 x 16 block and at most 4 vectors of 2 components, and
-      // in a bidirectional GOP one bi-prediction flag.
+      // in a bidirectional GOP one bi-prediction flag; from version 10 a sequential GOP's frame may
+      // have a second field.
       const std::uint64_t blocks = codecs::MotionField(shape.width, shape.height).modes.size();
-      s.motion.resize(in.varint(motion_planes * (blocks * 9 + 1), "motion symbol count"));
+      const std::uint64_t fields = version >= kTwoReferenceVersion ? 2 : 1;
+      s.motion.resize(in.varint(motion_planes * (fields * blocks * 9 + 1), "motion symbol count"));
       codecs::decode_symbols(in.blob(), 0, s.motion);
     }
     in.expect_end();
@@ -1058,10 +1093,12 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   std::vector<std::vector<std::size_t>> references(chunks.size()), far_references(chunks.size());  // as the encoder's
   bool bi = false;  // the frame's field is used towards both sides
   // Written in full before they are read (compensate, build_forecast); from the buffer pool.
-  std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>> far_forecast(predictor.bidirectional() ? plane_size : 0);
+  std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>> far_forecast(plane_size);
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     references[g] = sequential_references(frame_counts[g]);
     far_references[g].assign(frame_counts[g], kNoFrame);
+    if (coded[g].version >= kTwoReferenceVersion)
+      for (std::size_t t = 0; t < frame_counts[g]; ++t) far_references[g][t] = second_reference(t);
   }
   // A forecast built here (per-block map, motion): for a plane reconstructed at once, one buffer
   // that stays in cache; for a plane that waits for the planes its frame's plan codes first, its own.
@@ -1113,7 +1150,11 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
             bi = s.motion[motion_pos[g]++] == 1;
           }
           field = codecs::read_motion_symbols(s.motion, motion_pos[g], shape.width, shape.height, s.version >= 7);
-          if (bi) towards_far = far_field(field, t, references[g][t], far);
+          if (bi) {
+            towards_far = predictor.bidirectional()
+                              ? far_field(field, t, references[g][t], far)
+                              : codecs::read_motion_symbols(s.motion, motion_pos[g], shape.width, shape.height, true);
+          }
         }
         codecs::compensate(field, reference, *blended, shape.max_value);
         if (bi) {

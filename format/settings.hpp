@@ -32,6 +32,10 @@ struct CodingSettings {
   bool coded_motion = true;
   // Encoder only: motion fields may mark blocks spatial (codecs::kSpatialBlock) where that pays.
   bool spatial_blocks = true;
+  // Encoder only, uniform bounded modes: a sequential GOP's frame may be forecast from two
+  // references (frames t - 1 and t - 2), each with a searched field, where that pays (chunk
+  // version 10, compressor/gop_codec.cpp).
+  bool second_reference = true;
   // Encoder only: a predictor with choices (auto) codes every GOP whole with each choice and keeps
   // the smallest, instead of measuring two 3-frame windows (--profile max).
   bool whole_gop_trials = false;
