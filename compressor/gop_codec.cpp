@@ -472,8 +472,9 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   // reference[g][t]: the reconstructed frame coded motion of frame t refers to (t - 1 in sequential
   // GOPs; the nearer coded neighbour in bidirectional ones).
   std::vector<std::vector<std::size_t>> reference(gops.size()), far_reference(gops.size());
-  // far_reference[g][t]: in bidirectional GOPs, the coded frame on the other side (kNoFrame: none);
-  // a motion field may then be used towards both, and the two forecasts averaged (bi-prediction).
+  // far_reference[g][t]: in bidirectional GOPs, the coded frame on the other side; in sequential
+  // ones with coded motion, frame t - 2 (second_reference; kNoFrame: none). A motion field may then
+  // be used towards both (a second field of its own towards t - 2), and the two forecasts averaged.
   std::vector<std::uint16_t> bi_compensated(settings.coded_motion ? shape.size() : 0);
   std::vector<std::uint16_t> spatial_compensated(settings.coded_motion ? shape.size() : 0);
   std::vector<std::uint8_t> spatial_used(gops.size(), 0);  // [g]: a frame took spatial blocks
@@ -1089,9 +1090,9 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
 
   std::vector<std::size_t> map_pos(chunks.size(), 0), motion_pos(chunks.size(), 0);
   codecs::MotionField field;  // of the frame being decoded, when its channel 0 has motion
-  codecs::MotionField towards_far;  // field scaled towards the far reference, when bi
+  codecs::MotionField towards_far;  // towards the far reference, when bi: the field scaled, or a second field
   std::vector<std::vector<std::size_t>> references(chunks.size()), far_references(chunks.size());  // as the encoder's
-  bool bi = false;  // the frame's field is used towards both sides
+  bool bi = false;  // the frame's forecast is the mean of both references' (its field's and towards_far's)
   // Written in full before they are read (compensate, build_forecast); from the buffer pool.
   std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>> far_forecast(plane_size);
   for (std::size_t g = 0; g < chunks.size(); ++g) {
