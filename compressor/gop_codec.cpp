@@ -711,13 +711,14 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     const std::uint64_t without = frame_cost([&](std::uint32_t k) {
       return k == 0 ? forecast0 : std::span<const std::uint16_t>(frame_forecast + k * plane_size, plane_size);
     });
-    // A sequential GOP's second reference is searched in uniform bounded modes only, where the mean
-    // of two references averages their quantization error (abs 2: mire2 7.3%, colour vtest 6.3%
-    // smaller); lossless it paid 0.7% on mire2 and nothing on vtest, for 13-50% more encoding time
-    // (docs/defaults.md, "A second reference"). Elsewhere its flag says unused.
+    // A sequential GOP's second reference is searched in bounded modes only, where the mean of two
+    // references averages their quantization error (abs 2: mire2 7.3%, colour vtest 6.3% smaller;
+    // pwrel 0.05: mire2 6.8%); lossless it paid 0.7% on mire2 and nothing on vtest, for 13-50% more
+    // encoding time (docs/defaults.md, "A second reference"). Elsewhere its flag says unused.
     const std::size_t far = far_reference[g][t];
     const bool sequential = !predictor.bidirectional();
-    const bool second = sequential && settings.second_reference && uniform && tolerance0 > 0;
+    const bool bounded = uniform ? tolerance0 > 0 : settings.bound.mode != codecs::BoundMode::Lossless;
+    const bool second = sequential && settings.second_reference && bounded;
     if (far != kNoFrame && (!sequential || second)) {
       // Bi-prediction: the field towards the far side too, and the mean of both displaced frames
       // (what averaging both sides gains on noise, with motion). One symbol says which was taken.

@@ -32,7 +32,7 @@ struct CodingSettings {
   bool coded_motion = true;
   // Encoder only: motion fields may mark blocks spatial (codecs::kSpatialBlock) where that pays.
   bool spatial_blocks = true;
-  // Encoder only, uniform bounded modes: a sequential GOP's frame may be forecast from two
+  // Encoder only, bounded modes: a sequential GOP's frame may be forecast from two
   // references (frames t - 1 and t - 2), each with a searched field, where that pays (chunk
   // version 10, compressor/gop_codec.cpp).
   bool second_reference = true;
