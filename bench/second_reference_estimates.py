@@ -17,10 +17,16 @@ vectors and block maps are not counted.
 import sys, glob
 import numpy as np
 from PIL import Image
-E = int(sys.argv[4]) if len(sys.argv) > 4 else 2; STEP = 2 * E + 1
-files = sorted(glob.glob(sys.argv[1]))[int(sys.argv[2]):int(sys.argv[2]) + int(sys.argv[3])]
-frames = [np.asarray(Image.open(f).convert('L')).astype(np.int64) for f in files]
+E = 2; STEP = 2 * E + 1
 B = 16
+
+
+def load(argv):
+    """Frames FIRST .. FIRST + COUNT - 1 of the glob as luma, and sets the bound E (argv[4], default 2)."""
+    global E, STEP
+    E = int(argv[4]) if len(argv) > 4 else 2; STEP = 2 * E + 1
+    files = sorted(glob.glob(argv[1]))[int(argv[2]):int(argv[2]) + int(argv[3])]
+    return [np.asarray(Image.open(f).convert('L')).astype(np.int64) for f in files]
 
 def search(cur, ref, R=6):
     h, w = cur.shape
@@ -58,30 +64,36 @@ def blockwise(cost_a, cost_b):
     ca = cost_a[:hb, :wb].reshape(h // B, B, w // B, B).sum(axis=(1, 3)); cb = cost_b[:hb, :wb].reshape(h // B, B, w // B, B).sum(axis=(1, 3))
     return cb < ca
 
-names = ["one ref", "mean of two", "per-block best", "mean doubled", "per-block doubled"]
-tot = {n: [0.0, 0.0] for n in names}
-recs = {n: [frames[0].copy()] for n in names}
-for t in range(1, len(frames)):
-    x = frames[t]
-    for n in names:
-        r = recs[n]
-        v1, p1, R = search(x, r[-1]); f1 = comp(v1, p1, R, x.shape)
-        f = f1
-        if n != "one ref" and len(r) > 1:
-            if "doubled" in n:
-                v2 = np.clip(2 * v1, -12, 12); p2 = np.pad(r[-2], 12, mode='edge'); f2 = comp(v2, p2, 12, x.shape)
-            else:
-                v2, p2, _ = search(x, r[-2]); f2 = comp(v2, p2, R, x.shape)
-            fm = (f1 + f2 + 1) // 2
-            if n.startswith("mean"): f = fm
-            else:
-                use = blockwise(np.abs(x - f1), np.abs(x - fm))
-                f = f1.copy()
-                for by, bx in zip(*np.nonzero(use)):
-                    f[by*B:(by+1)*B, bx*B:(bx+1)*B] = fm[by*B:(by+1)*B, bx*B:(bx+1)*B]
-        q = q_of(x - f)
-        rec = np.clip(f + q * STEP, 0, 255)
-        assert np.abs(rec - x).max() <= E
-        r.append(rec); del r[:-2]
-        s = medt(q); tot[n][0] += ent(s); tot[n][1] += ctx_ent(s)
-    print(t, "  ".join(f"{n}: {tot[n][0]/1e3:.1f} {tot[n][1]/1e3:.1f} KB" for n in names), flush=True)
+def main():
+    frames = load(sys.argv)
+    names = ["one ref", "mean of two", "per-block best", "mean doubled", "per-block doubled"]
+    tot = {n: [0.0, 0.0] for n in names}
+    recs = {n: [frames[0].copy()] for n in names}
+    for t in range(1, len(frames)):
+        x = frames[t]
+        for n in names:
+            r = recs[n]
+            v1, p1, R = search(x, r[-1]); f1 = comp(v1, p1, R, x.shape)
+            f = f1
+            if n != "one ref" and len(r) > 1:
+                if "doubled" in n:
+                    v2 = np.clip(2 * v1, -12, 12); p2 = np.pad(r[-2], 12, mode='edge'); f2 = comp(v2, p2, 12, x.shape)
+                else:
+                    v2, p2, _ = search(x, r[-2]); f2 = comp(v2, p2, R, x.shape)
+                fm = (f1 + f2 + 1) // 2
+                if n.startswith("mean"): f = fm
+                else:
+                    use = blockwise(np.abs(x - f1), np.abs(x - fm))
+                    f = f1.copy()
+                    for by, bx in zip(*np.nonzero(use)):
+                        f[by*B:(by+1)*B, bx*B:(bx+1)*B] = fm[by*B:(by+1)*B, bx*B:(bx+1)*B]
+            q = q_of(x - f)
+            rec = np.clip(f + q * STEP, 0, 255)
+            assert np.abs(rec - x).max() <= E
+            r.append(rec); del r[:-2]
+            s = medt(q); tot[n][0] += ent(s); tot[n][1] += ctx_ent(s)
+        print(t, "  ".join(f"{n}: {tot[n][0]/1e3:.1f} {tot[n][1]/1e3:.1f} KB" for n in names), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -21,8 +21,10 @@ inline constexpr std::uint32_t kStateLow = std::uint32_t{1} << 16;  // states li
 inline constexpr int kMaxTokens = 128;                               // a token fits in 7 bits of a table entry
 inline constexpr int kMaxContexts = 16;
 // Activity is 2 left + 2 up + up-left + up-right tokens (or 3 + 2 + 1 of the last three in 1-D);
-// the striped coder's eight-neighbour shape adds the tokens two to the left and two rows up.
-inline constexpr std::uint32_t kActivityRange = 8 * (kMaxTokens - 1) + 1;
+// the striped coder's eight-neighbour shape adds the tokens two to the left and two rows up, and
+// its side classes (codecs/striped_rans.hpp) up to kMaxSideActivity.
+inline constexpr std::uint32_t kMaxSideActivity = 7;
+inline constexpr std::uint32_t kActivityRange = 8 * (kMaxTokens - 1) + 1 + kMaxSideActivity;
 
 // Ranks below 2^split are tokens of their own; above, the token is the exponent and the top `msb`
 // mantissa bits, the lower mantissa bits go raw (JPEG XL's hybrid integers). Measured on Laplacian

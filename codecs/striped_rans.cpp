@@ -91,6 +91,8 @@ constexpr std::uint8_t kOptionColumnHalves = 0x04;
 constexpr std::uint8_t kOptionColumnQuarters = 0x08;
 constexpr std::uint8_t kOptionColumnEighths = 0x10;
 constexpr std::uint8_t kOptionColumnParts = kOptionColumnHalves | kOptionColumnQuarters | kOptionColumnEighths;
+// Side classes in the activities (chunk version 11): a byte s follows the table set count.
+constexpr std::uint8_t kOptionSide = 0x20;
 // The options byte's flag for P column parts (2, 4 or 8), and back (0: none, 1 part).
 constexpr std::uint8_t column_parts_option(std::size_t parts) {
   return parts == 2 ? kOptionColumnHalves : parts == 4 ? kOptionColumnQuarters : parts == 8 ? kOptionColumnEighths : 0;
@@ -105,6 +107,19 @@ constexpr std::size_t kLeftClasses = 3;
 // lossless, 2.9% at abs 2; decoding 0.93-0.98x as fast; docs/defaults.md).
 constexpr double kMinLeftClassGain = 0.01;
 constexpr std::size_t kTableSize = kMaxContexts * kMaxTokens;  // counts and frequencies of one model
+// The least estimated saving for which the encoder adds side classes to the activities (their
+// decoding adds a pass over each row step's context sums).
+constexpr double kMinSideGain = 0.01;
+// The shifts s the encoder tries.
+constexpr std::uint32_t kSideShifts = 3;
+
+// What a side class c adds to an activity under shift s: max(0, c - s), at most kMaxSideActivity.
+using SideTerms = std::array<std::uint8_t, kSideClasses>;
+SideTerms side_terms(std::uint32_t shift) {
+  SideTerms out{};
+  for (std::uint32_t c = 0; c < kSideClasses; ++c) out[c] = std::uint8_t(std::min(kMaxSideActivity, c > shift ? c - shift : 0));
+  return out;
+}
 
 // The left token's class: 0 for zero, 1 odd, 2 even.
 constexpr std::uint32_t left_class(std::uint32_t token) { return token == 0 ? 0 : 2 - (token & 1); }
@@ -199,6 +214,56 @@ inline void next_above_loop(const std::uint16_t* t, const std::uint16_t* u, std:
 [[gnu::target("avx2")]] void next_above_avx2(const std::uint16_t* t, const std::uint16_t* u, std::size_t lanes,
                                              std::uint16_t* above, std::size_t n) {
   next_above_loop(t, u, lanes, above, n);
+}
+#endif
+
+// Each active stripe's side terms of a row step, columns [x0, width), into `above` ([column][lane]):
+// `side_rows`, the stripes' side classes at the step's row (nullptr: inactive), the portable way.
+void add_side_portable(std::uint16_t* above, const std::uint8_t* const* side_rows, std::size_t lanes, std::size_t x0,
+                       std::size_t width, const SideTerms& terms) {
+  for (std::size_t l = 0; l < lanes; ++l) {
+    const std::uint8_t* sr = side_rows[l];
+    if (sr == nullptr) continue;
+    std::uint16_t* a = above + l;
+    for (std::size_t x = x0; x < width; ++x) a[x * lanes] = static_cast<std::uint16_t>(a[x * lanes] + terms[sr[x] & 15]);
+  }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+// The same for 16 or 32 stripes, all active, in 16 x 16 tiles of bytes transposed in registers (16
+// stripes' rows of 16 columns in, 16 columns of the stripes out; the scalar loop's strided stores
+// were 15% of decoding): columns [0, x), x returned.
+[[gnu::target("avx2")]] std::size_t add_side_avx2(std::uint16_t* above, const std::uint8_t* const* side_rows, std::size_t lanes,
+                                                  std::size_t width, const SideTerms& terms) {
+  const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(terms.data())), nibble = _mm_set1_epi8(15);
+  std::size_t x = 0;
+  for (; x + 16 <= width; x += 16)
+    for (std::size_t l0 = 0; l0 < lanes; l0 += 16) {
+      __m128i a[16], b[16];
+      for (int i = 0; i < 16; ++i)
+        a[i] = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(side_rows[l0 + i] + x)), nibble));
+      for (int i = 0; i < 16; i += 2) {  // b[i], b[i + 1]: rows i and i + 1, columns 0-7 and 8-15
+        b[i] = _mm_unpacklo_epi8(a[i], a[i + 1]);
+        b[i + 1] = _mm_unpackhi_epi8(a[i], a[i + 1]);
+      }
+      for (int q = 0; q < 4; ++q) {  // a[4 q + m]: rows 4 q .. 4 q + 3, columns 4 m .. 4 m + 3
+        a[4 * q] = _mm_unpacklo_epi16(b[4 * q], b[4 * q + 2]);
+        a[4 * q + 1] = _mm_unpackhi_epi16(b[4 * q], b[4 * q + 2]);
+        a[4 * q + 2] = _mm_unpacklo_epi16(b[4 * q + 1], b[4 * q + 3]);
+        a[4 * q + 3] = _mm_unpackhi_epi16(b[4 * q + 1], b[4 * q + 3]);
+      }
+      for (int h = 0; h < 2; ++h)  // b[8 h + p]: rows 8 h .. 8 h + 7, columns 2 p and 2 p + 1
+        for (int m = 0; m < 4; ++m) {
+          b[8 * h + 2 * m] = _mm_unpacklo_epi32(a[8 * h + m], a[8 * h + 4 + m]);
+          b[8 * h + 2 * m + 1] = _mm_unpackhi_epi32(a[8 * h + m], a[8 * h + 4 + m]);
+        }
+      for (int j = 0; j < 16; ++j) {  // column j of the 16 rows
+        const __m128i column = (j & 1) ? _mm_unpackhi_epi64(b[j / 2], b[8 + j / 2]) : _mm_unpacklo_epi64(b[j / 2], b[8 + j / 2]);
+        auto* at = reinterpret_cast<__m256i*>(above + (x + std::size_t(j)) * lanes + l0);
+        _mm256_storeu_si256(at, _mm256_add_epi16(_mm256_loadu_si256(at), _mm256_cvtepu8_epi16(column)));
+      }
+    }
+  return x;
 }
 #endif
 
@@ -412,14 +477,19 @@ namespace {
 // tokens (eight with `up2`), as row_contexts adds them, in 16-bit lanes, and the class as the
 // number of thresholds at or below the sum, which is what class_table stores.
 [[gnu::target("avx2")]] std::size_t interior_classes_avx2(const std::uint8_t* t, const std::uint8_t* up, const std::uint8_t* up2,
-                                                         std::uint16_t* k, std::size_t width) {
+                                                         const std::uint8_t* side, const SideTerms& terms, std::uint16_t* k,
+                                                         std::size_t width) {
   static_assert(kActivityRange < 32768, "activity sums fit signed 16-bit lanes");
+  const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(terms.data()));
   std::size_t x = 2;
   for (; x + 16 + 1 <= width; x += 16) {  // up[x + 16] is the last byte read
     __m256i a = _mm256_add_epi16(bytes(t + x - 1), bytes(up + x));
     a = _mm256_add_epi16(a, a);
     a = _mm256_add_epi16(a, _mm256_add_epi16(bytes(up + x - 1), bytes(up + x + 1)));
     if (up2 != nullptr) a = _mm256_add_epi16(a, _mm256_add_epi16(bytes(t + x - 2), bytes(up2 + x)));
+    if (side != nullptr)
+      a = _mm256_add_epi16(a, _mm256_cvtepu8_epi16(
+                                  _mm_shuffle_epi8(lut, _mm_loadu_si128(reinterpret_cast<const __m128i*>(side + x)))));
     __m256i c = _mm256_setzero_si256();
     for (const std::uint32_t threshold : kHalfOctaveThresholds)
       c = _mm256_sub_epi16(c, _mm256_cmpgt_epi16(a, _mm256_set1_epi16(static_cast<std::int16_t>(threshold - 1))));
@@ -579,10 +649,13 @@ template <std::size_t G>
 std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
                                               std::size_t segment_rows, std::uint64_t alphabet_size,
                                               StripedContext context, std::size_t segment_period,
-                                              bool allow_left_classes, SimdPath path) {
+                                              bool allow_left_classes, SimdPath path, std::span<const std::uint8_t> side) {
   if (row_width == 0 || ranks.size() % row_width != 0) {
     throw std::invalid_argument("encode_striped_rans: the symbols are not whole rows");
   }
+  const auto out_of_range = [](std::uint8_t c) { return c >= kSideClasses; };
+  if (!side.empty() && (side.size() != ranks.size() || std::any_of(side.begin(), side.end(), out_of_range)))
+    throw std::invalid_argument("encode_striped_rans: side classes not one per symbol, or out of range");
   const TokenScheme scheme;
   // width, rows, segment_rows: of the rows as coded (with column parts, set below, parts of rows).
   const std::size_t n = ranks.size();
@@ -593,18 +666,22 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   const std::vector<std::uint8_t> tokens = tokens_of(ranks, alphabet_size, "encode_striped_rans");
   const ClassTable classes = class_table(kHalfOctaveThresholds);
   bool wide = context != StripedContext::six;
-  // The class of column x of a row of w columns from its tokens `t`, the row above (`up`) and the
-  // one above that (`up2`, eight-neighbour shape only); nullptr: zeros. The decoder's sums, term
-  // for term.
-  auto class_at = [&](const std::uint8_t* t, const std::uint8_t* up, const std::uint8_t* up2, std::size_t x, std::size_t w) {
+  SideTerms terms{};  // what each side class adds to an activity (all zero: no side classes)
+  // The class of column x of a row of w columns from its tokens `t`, the row above (`up`), the
+  // one above that (`up2`, eight-neighbour shape only) and its side classes `sd`; nullptr: zeros.
+  // The decoder's sums, term for term.
+  auto class_at = [&](const std::uint8_t* t, const std::uint8_t* up, const std::uint8_t* up2, const std::uint8_t* sd,
+                      std::size_t x, std::size_t w) {
     std::uint32_t a = x > 0 ? 2u * t[x - 1] : 0u;
     if (up != nullptr) a += 2u * up[x] + (x > 0 ? up[x - 1] : 0u) + (x + 1 < w ? up[x + 1] : 0u);
     if (wide) a += (x > 1 ? t[x - 2] : 0u) + (up2 != nullptr ? up2[x] : 0u);
+    if (sd != nullptr) a += terms[sd[x] & 15];
     return classes[a];
   };
   // One row's contexts.
-  auto row_contexts = [&](const std::uint8_t* t, const std::uint8_t* up, const std::uint8_t* up2, std::uint16_t* k) {
-    auto at = [&](std::size_t x) { return class_at(t, up, up2, x, width); };
+  auto row_contexts = [&](const std::uint8_t* t, const std::uint8_t* up, const std::uint8_t* up2, const std::uint8_t* sd,
+                          std::uint16_t* k) {
+    auto at = [&](std::size_t x) { return class_at(t, up, up2, sd, x, width); };
     const std::size_t edge = std::min<std::size_t>(width, 2);
     for (std::size_t x = 0; x < edge; ++x) k[x] = at(x);
     if (width < 4 || up == nullptr || (wide && up2 == nullptr)) {
@@ -613,13 +690,14 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     }
     std::size_t x = 2;
 #ifdef TEZIP_HAVE_AVX2_KERNEL
-    if (path >= SimdPath::avx2) x = interior_classes_avx2(t, up, wide ? up2 : nullptr, k, width);
+    if (path >= SimdPath::avx2) x = interior_classes_avx2(t, up, wide ? up2 : nullptr, sd, terms, k, width);
 #endif
+    const auto side_at = [&](std::size_t i) -> std::uint32_t { return sd != nullptr ? terms[sd[i] & 15] : 0u; };
     if (wide) {
       for (; x + 1 < width; ++x)
-        k[x] = classes[2u * t[x - 1] + 2u * up[x] + up[x - 1] + up[x + 1] + t[x - 2] + up2[x]];
+        k[x] = classes[2u * t[x - 1] + 2u * up[x] + up[x - 1] + up[x + 1] + t[x - 2] + up2[x] + side_at(x)];
     } else {
-      for (; x + 1 < width; ++x) k[x] = classes[2u * t[x - 1] + 2u * up[x] + up[x - 1] + up[x + 1]];
+      for (; x + 1 < width; ++x) k[x] = classes[2u * t[x - 1] + 2u * up[x] + up[x - 1] + up[x + 1] + side_at(x)];
     }
     k[width - 1] = at(width - 1);
   };
@@ -634,6 +712,8 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   };
   auto token_row = [&](std::size_t row) { return tokens.data() + row_offset(row); };
   auto row_tokens = [&](std::size_t row) { return row == SIZE_MAX ? nullptr : token_row(row); };
+  bool use_side = false;
+  auto side_row = [&](std::size_t row) { return use_side ? side.data() + row_offset(row) : nullptr; };
   // With one stripe a row's upper rows are the ones above it; a segment's first row has the
   // previous segment's first row above it (the same place one frame earlier, when segments are
   // planes) and nothing two up. fn(row, upper, two up).
@@ -695,6 +775,30 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     std::size_t parts = 1;
   };
   std::vector<Candidate> candidates;
+  // Side classes: the shift whose activities give the smallest estimate (one stripe, every fourth
+  // row, the eight-neighbour shape unless only six may be), kept where it saves kMinSideGain.
+  std::uint32_t side_shift = 0;
+  if (!side.empty()) {
+    auto estimate = [&](bool with) {
+      use_side = with;
+      std::vector<std::uint64_t> h(kMaxContexts * kMaxTokens, 0);
+      for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) {
+        if (row % 4 != 0) return;
+        const std::uint8_t* t = token_row(row);
+        row_contexts(t, row_tokens(upper), row_tokens(upper2), side_row(row), row_index.data());
+        for (std::size_t x = 0; x < width; ++x) ++h[row_index[x] * kMaxTokens + t[x]];
+      });
+      return estimated_bits(h);
+    };
+    const double without = estimate(false);
+    double best = without;
+    for (std::uint32_t shift = 0; shift < kSideShifts; ++shift) {
+      terms = side_terms(shift);
+      if (const double bits = estimate(true); bits < best) best = bits, side_shift = shift;
+    }
+    use_side = best < without * (1 - kMinSideGain);
+    terms = use_side ? side_terms(side_shift) : SideTerms{};
+  }
   // Column parts (kOptionColumnParts) make 16 or 32 lanes (the kernels' vectors) of 16, 8 or 4
   // stripes of rows: only the contexts of the columns beside each cut change (a part's last column
   // loses its upper right, the next part's first two their left ones), so a candidate's estimate
@@ -713,7 +817,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     std::size_t pending = 0;  // symbols in `part`, kept below 2^32
     for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) {
       const std::uint8_t* t = token_row(row);
-      row_contexts(t, row_tokens(upper), row_tokens(upper2), row_index.data());
+      row_contexts(t, row_tokens(upper), row_tokens(upper2), side_row(row), row_index.data());
       std::size_t x = 0;
       for (; x + 4 <= width; x += 4)
         for (std::size_t k = 0; k < 4; ++k) ++part[k * single.size() + row_index[x + k] * kMaxTokens + t[x + k]];
@@ -730,8 +834,8 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
       for_each_first_row(stripes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t single_upper,
                                       std::size_t single_upper2) {
         const std::uint8_t* t = token_row(row);
-        row_contexts(t, row_tokens(single_upper), row_tokens(single_upper2), single_index.data());
-        row_contexts(t, row_tokens(upper), row_tokens(upper2), row_index.data());
+        row_contexts(t, row_tokens(single_upper), row_tokens(single_upper2), side_row(row), single_index.data());
+        row_contexts(t, row_tokens(upper), row_tokens(upper2), side_row(row), row_index.data());
         for (std::size_t x = 0; x < width; ++x) {
           --striped[single_index[x] * kMaxTokens + t[x]];
           ++striped[row_index[x] * kMaxTokens + t[x]];
@@ -754,11 +858,12 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
           const std::uint8_t* t = token_row(row);
           const std::uint8_t* up = row_tokens(uppers[row][0]);
           const std::uint8_t* up2 = row_tokens(uppers[row][1]);
+          const std::uint8_t* sd = side_row(row);
           for (std::size_t k = 1; k < p; ++k)
             for (std::size_t x = k * w - 1; x <= k * w + 1; ++x) {
               const std::size_t q = x / w * w;  // the part's first column
-              const std::size_t whole = class_at(t, up, up2, x, width);
-              const std::size_t in_part = class_at(t + q, up ? up + q : up, up2 ? up2 + q : up2, x - q, w);
+              const std::size_t whole = class_at(t, up, up2, sd, x, width);
+              const std::size_t in_part = class_at(t + q, up ? up + q : up, up2 ? up2 + q : up2, sd ? sd + q : sd, x - q, w);
               --cut[whole * kMaxTokens + t[x]];
               ++cut[in_part * kMaxTokens + t[x]];
             }
@@ -799,11 +904,11 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   // The contexts of the choice: one stripe's, the stripes' first rows patched.
   std::vector<std::uint16_t, BufferAllocator<std::uint16_t>> index(n);  // every row written below
   for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) {
-    row_contexts(token_row(row), row_tokens(upper), row_tokens(upper2), index.data() + row * width);
+    row_contexts(token_row(row), row_tokens(upper), row_tokens(upper2), side_row(row), index.data() + row * width);
   });
   if (lanes > 1) {
     for_each_first_row(lanes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t, std::size_t) {
-      row_contexts(token_row(row), row_tokens(upper), row_tokens(upper2), index.data() + row * width);
+      row_contexts(token_row(row), row_tokens(upper), row_tokens(upper2), side_row(row), index.data() + row * width);
     });
   }
   auto for_each_segment = [&](auto&& fn) {
@@ -986,11 +1091,12 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   append_varint(segment_rows, out);
   const std::size_t sets = models.size() / models_per_set;
   const std::uint8_t options = (sets > 1 ? kOptionTableSets : 0) | (left_classes ? kOptionLeftClasses : 0) |
-                              column_parts_option(chosen->parts);
+                              column_parts_option(chosen->parts) | (use_side ? kOptionSide : 0);
   out.push_back(static_cast<std::uint8_t>(lanes | (wide ? kEightNeighbours : 0) | (options != 0 ? kOptions : 0)));
   if (options != 0) {
     out.push_back(options);
     if (sets > 1) out.push_back(static_cast<std::uint8_t>(sets));
+    if (use_side) out.push_back(static_cast<std::uint8_t>(side_shift));
     for (std::size_t k = 1; k < models.size(); ++k) write_model(models[k], out);
     if (sets > 1) out.insert(out.end(), set_of.begin(), set_of.end());
   }
@@ -1026,9 +1132,12 @@ struct StripedRansDecoder::State {
   bool left_classes = false;  // each activity class split by the left token's class
   std::size_t classes = 1;    // models per table set: kLeftClasses with left classes
   std::vector<std::uint8_t> set_of;  // the table set of each segment
+  bool side = false;   // side classes in the activities
+  SideTerms terms{};   // what each adds
   RowBuffers row_buffers{0, 0}, first_row_tokens{0, 0};
 
-  void decode_segment(std::size_t count, std::uint32_t* out, const std::uint32_t* next_table);
+  void decode_segment(std::size_t count, std::uint32_t* out, const std::uint8_t* side_classes,
+                      const std::uint32_t* next_table);
 };
 
 StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std::size_t row_width, std::size_t count,
@@ -1057,7 +1166,7 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
   if (has_options) {
     if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
     options = bytes[pos++];
-    if (options == 0 || (options & ~(kOptionTableSets | kOptionLeftClasses | kOptionColumnParts)) != 0 ||
+    if (options == 0 || (options & ~(kOptionTableSets | kOptionLeftClasses | kOptionColumnParts | kOptionSide)) != 0 ||
         column_parts_of(options) == 0)
       throw CodecError("striped rans coder: bad options");
   }
@@ -1078,6 +1187,13 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
     if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
     sets = bytes[pos++];
     if (sets < 2 || sets > kMaxTableSets) throw CodecError("striped rans coder: bad table set count");
+  }
+  if (options & kOptionSide) {
+    if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
+    const std::uint8_t shift = bytes[pos++];
+    if (shift >= kSideClasses) throw CodecError("striped rans coder: bad side class shift");
+    st.side = true;
+    st.terms = side_terms(shift);
   }
   st.classes = st.left_classes ? kLeftClasses : 1;
   std::vector<ContextModel> models;
@@ -1199,11 +1315,15 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
 
 StripedRansDecoder::~StripedRansDecoder() = default;
 
-void StripedRansDecoder::decode(std::span<std::uint32_t> out) {
+void StripedRansDecoder::decode(std::span<std::uint32_t> out, std::span<const std::uint8_t> side) {
   State& st = *s_;
   if (out.size() % st.width != 0 || out.size() / st.width > st.rows - st.rows_done) {
     throw std::invalid_argument("striped rans decoder: not whole rows, or more than the stream holds");
   }
+  if (!side.empty() && side.size() != out.size()) throw std::invalid_argument("striped rans decoder: side classes not one a symbol");
+  // A stream coded with side classes read without them: not one this caller's encoder wrote.
+  if (st.side && side.empty()) throw CodecError("striped rans coder: side classes where none are known");
+  const std::uint8_t* sd = st.side ? side.data() : nullptr;
   std::size_t rows = out.size() / st.width;
   std::uint32_t* o = out.data();
   while (rows > 0) {
@@ -1216,13 +1336,16 @@ void StripedRansDecoder::decode(std::span<std::uint32_t> out) {
     // The segment height comes from the stream: a stream whose segments do not fit the caller's
     // requests (a plane at a time) is damaged, not misused (found by tests/fuzz, target chunk).
     if (count > rows) throw CodecError("striped rans: a segment runs past the plane requested");
-    st.decode_segment(count, o, next);
+    st.decode_segment(count, o, sd, next);
     o += count * st.width;
+    if (sd != nullptr) sd += count * st.width;
     rows -= count;
     st.rows_done += count;
     if (st.lanes_state.over != 0) throw CodecError("striped rans coder: rank outside the alphabet");
   }
 }
+
+bool StripedRansDecoder::uses_side() const { return s_->side; }
 
 void StripedRansDecoder::finish() {
   State& st = *s_;
@@ -1243,7 +1366,8 @@ void StripedRansDecoder::finish() {
   if (s.over != 0) throw CodecError("striped rans coder: rank outside the alphabet");
 }
 
-void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t* out, const std::uint32_t* next_table) {
+void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t* out, const std::uint8_t* side_classes,
+                                               const std::uint32_t* next_table) {
   const Stripes stripes(lanes, count);
   // The next segment's table set, when it is another, is brought into cache a slice per row step
   // (a set left for a plane or two has been evicted by the planes' symbols in between).
@@ -1282,6 +1406,16 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       all = all && active[l];
     }
     for (std::size_t l = 0; l < lanes; ++l) row[l] = lane_row[l] + r * stride;
+    if (side_classes != nullptr) {
+      // Each stripe's side terms into its activities' upper-row parts (the sums of `above`).
+      std::array<const std::uint8_t*, kMaxLanes> side_rows{};
+      for (std::size_t l = 0; l < lanes; ++l) side_rows[l] = active[l] ? side_classes + (row[l] - out) : nullptr;
+      std::size_t x = 0;
+#if defined(__x86_64__) || defined(__i386__)
+      if (simd && all && lanes % 16 == 0) x = add_side_avx2(b.above.data(), side_rows.data(), lanes, width, terms);
+#endif
+      add_side_portable(b.above.data(), side_rows.data(), lanes, x, width, terms);
+    }
     bool done = false, sums_done = false;  // sums_done: the kernel left the next row step's `above`
 #ifdef TEZIP_HAVE_AVX2_KERNEL
     if (simd && all) {
@@ -1318,6 +1452,90 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
     if (next_table != nullptr)
       for (std::size_t end = std::min(kLines, prefetched + lines_per_step); prefetched < end; ++prefetched)
         __builtin_prefetch(next_table + prefetched * kLine, 0, 2);
+  }
+}
+
+namespace {
+
+// side_classes' class of a gradient sum, shifted: the bit width of at most 255 (0..8).
+constexpr std::uint8_t side_class(std::uint32_t g) {
+  return static_cast<std::uint8_t>(std::bit_width(std::min<std::uint32_t>(255, g)));
+}
+
+// One row of side_classes from rows `up`, `f`, `down` of the forecast: columns [x0, x1).
+void side_row_portable(const std::uint16_t* up, const std::uint16_t* f, const std::uint16_t* down, std::size_t width,
+                       unsigned shift, std::size_t x0, std::size_t x1, std::uint8_t* out) {
+  auto diff = [](std::uint32_t a, std::uint32_t b) { return a > b ? a - b : b - a; };
+  for (std::size_t x = x0; x < x1; ++x) {
+    const std::uint32_t dx = diff(f[x + 1 < width ? x + 1 : x], f[x > 0 ? x - 1 : x]);
+    const std::uint32_t g = std::min<std::uint32_t>(0xFFFF, dx + diff(down[x], up[x]));  // saturated, as AVX2's adds
+    out[x] = side_class(g >> shift);
+  }
+}
+
+#ifdef TEZIP_HAVE_AVX2_KERNEL
+[[gnu::target("avx2")]] inline __m256i load16(const std::uint16_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+[[gnu::target("avx2")]] inline __m256i abs_diff16(__m256i a, __m256i b) {
+  return _mm256_sub_epi16(_mm256_max_epu16(a, b), _mm256_min_epu16(a, b));
+}
+
+// Sixteen gradient sums from column `at`, saturated and shifted, at most 32767 (packus reads
+// signed lanes).
+[[gnu::target("avx2")]] inline __m256i side_gradient(const std::uint16_t* up, const std::uint16_t* f, const std::uint16_t* down,
+                                                     std::size_t at, __m128i count, __m256i cap) {
+  const __m256i across = abs_diff16(load16(f + at + 1), load16(f + at - 1)), down_up = abs_diff16(load16(down + at), load16(up + at));
+  const __m256i g = _mm256_adds_epu16(across, down_up);
+  return _mm256_min_epu16(_mm256_srl_epi16(g, count), cap);
+}
+
+// Columns [1, x) of a row, thirty-two a step, x returned (the rest the portable way): all but the
+// last where the row has 34 columns or more.
+[[gnu::target("avx2")]] std::size_t side_row_avx2(const std::uint16_t* up, const std::uint16_t* f, const std::uint16_t* down,
+                                                  std::size_t width, unsigned shift, std::uint8_t* out) {
+  const __m128i count = _mm_cvtsi32_si128(int(shift));
+  // The bit width of a byte from its nibbles: 4 + that of the high one, or that of the low one.
+  const __m256i high_widths = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 5, 6, 6, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 8));
+  const __m256i low_widths = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4));
+  const __m256i nibble = _mm256_set1_epi8(0x0F), cap = _mm256_set1_epi16(0x7FFF);
+  if (width < 34) return 1;
+  for (std::size_t x = 1;; x += 32) {
+    if (x + 33 > width) x = width - 33;  // the last columns but one, some of them again
+    // Columns x .. x + 31; f[x + 32] is the last value read.
+    const __m256i g0 = side_gradient(up, f, down, x, count, cap), g1 = side_gradient(up, f, down, x + 16, count, cap);
+    const __m256i g = _mm256_permute4x64_epi64(_mm256_packus_epi16(g0, g1), 0xD8);  // min(255, g), in column order
+    const __m256i high = _mm256_shuffle_epi8(high_widths, _mm256_and_si256(_mm256_srli_epi16(g, 4), nibble));
+    const __m256i low = _mm256_shuffle_epi8(low_widths, _mm256_and_si256(g, nibble));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x), _mm256_max_epu8(high, low));
+    if (x + 33 >= width) break;
+  }
+  return width - 1;
+}
+#endif
+
+}  // namespace
+
+void side_classes(std::span<const std::uint16_t> forecast, std::size_t width, std::uint32_t max_value,
+                  std::span<std::uint8_t> out, SimdPath path) {
+  if (width == 0 || forecast.size() % width != 0 || out.size() != forecast.size())
+    throw std::invalid_argument("side_classes: not whole rows, or an output of another size");
+  const unsigned bits = static_cast<unsigned>(std::bit_width(std::max<std::uint32_t>(max_value, 1)));
+  const unsigned shift = bits > 8 ? bits - 8 : 0;  // so that the sums shifted stay below 2^15
+  const std::size_t height = forecast.size() / width;
+  for (std::size_t y = 0; y < height; ++y) {
+    const std::uint16_t* f = forecast.data() + y * width;
+    const std::uint16_t* up = y > 0 ? f - width : f;
+    const std::uint16_t* down = y + 1 < height ? f + width : f;
+    std::uint8_t* o = out.data() + y * width;
+    std::size_t x = 1;
+#ifdef TEZIP_HAVE_AVX2_KERNEL
+    if (path >= SimdPath::avx2 && width >= 18) x = side_row_avx2(up, f, down, width, shift, o);
+#else
+    (void)path;
+#endif
+    side_row_portable(up, f, down, width, shift, 0, 1, o);
+    side_row_portable(up, f, down, width, shift, std::min(x, width), width, o);
   }
 }
 

@@ -30,11 +30,24 @@ enum class StripedContext { six, eight, measured };
 // `allow_left_classes`: the encoder may also split each context by the class of the left token
 // (zero, odd, even), where its estimate, the three times larger tables counted, is smaller.
 // `path`: the activity classes' AVX2 kernel or the portable loop; the same stream either way.
+// `side`: empty, or one class 0..kSideClasses - 1 per rank, known to the decoder before it decodes
+// the rank (the forecast's detail at that pixel: side_classes below). The encoder may add
+// max(0, class - s), at most kMaxSideActivity, to each activity, for the s whose estimate is
+// smallest, where that saves at least 1% (a dimension of the context that costs no tables: on the
+// bounded residuals of camera and film, where edges of the forecast are where it misses).
+inline constexpr std::uint32_t kSideClasses = 16;
 std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
                                               std::size_t segment_rows, std::uint64_t alphabet_size,
                                               StripedContext context = StripedContext::measured,
                                               std::size_t segment_period = 1, bool allow_left_classes = true,
-                                              SimdPath path = simd_path());
+                                              SimdPath path = simd_path(), std::span<const std::uint8_t> side = {});
+
+// The side class of each pixel of a forecast plane (rows of `width`): the bit width of its central
+// gradient |f(x+1) - f(x-1)| + |f(y+1) - f(y-1)| (edges repeated) over 2^(bits - 8) (bits: of
+// max_value; 8-bit data as it is), at most kSideClasses - 1. `path`: AVX2 or the portable loop,
+// the same classes.
+void side_classes(std::span<const std::uint16_t> forecast, std::size_t width, std::uint32_t max_value,
+                  std::span<std::uint8_t> out, SimdPath path = simd_path());
 
 // Decodes a stream of `count` ranks (or, with `symbol_of_rank`, their symbols) segment by segment,
 // through the kernels of `path` (simd_supported(path) must hold). Throws CodecError on anything the
@@ -50,8 +63,10 @@ class StripedRansDecoder {
   StripedRansDecoder(const StripedRansDecoder&) = delete;
   StripedRansDecoder& operator=(const StripedRansDecoder&) = delete;
 
-  // The next out.size() symbols: whole segments, or up to the end of the stream.
-  void decode(std::span<std::uint32_t> out);
+  // The next out.size() symbols: whole segments, or up to the end of the stream. `side`: their
+  // side classes, as the encoder was given them (a stream coded with them needs them).
+  void decode(std::span<std::uint32_t> out, std::span<const std::uint8_t> side = {});
+  bool uses_side() const;  // whether decode() needs them
   void finish();
 
  private:

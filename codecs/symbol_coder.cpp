@@ -193,7 +193,8 @@ std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols,
 }
 
 std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size_t row_width,
-                                         const SymbolCoderOptions& options, SymbolCoderStats* stats) {
+                                         const SymbolCoderOptions& options, SymbolCoderStats* stats,
+                                         std::span<const std::uint8_t> side) {
   if (options.zstd_level < 1 || options.zstd_level > ZSTD_maxCLevel()) {
     throw std::invalid_argument("encode_symbols: zstd level out of range");
   }
@@ -215,7 +216,7 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
     if (options.allow_rans) {
       // Rows go to the striped coder, which SIMD kernels decode; 1-D streams to the 2-lane one.
       rans_payload = rows ? encode_striped_rans(remap.ranks, row_width, options.segment_rows, remap.rank_to_symbol.size(),
-                                                StripedContext::measured, options.segment_period)
+                                                StripedContext::measured, options.segment_period, true, simd_path(), side)
                           : encode_rans(remap.ranks, row_width, remap.rank_to_symbol.size());
       local.rans_bytes = header.size() + rans_payload.size();
     }
@@ -552,11 +553,11 @@ SignedSymbolReader::~SignedSymbolReader() = default;
 SignedSymbolReader::SignedSymbolReader(SignedSymbolReader&&) noexcept = default;
 SignedSymbolReader& SignedSymbolReader::operator=(SignedSymbolReader&&) noexcept = default;
 
-void SignedSymbolReader::read(std::span<std::int32_t> out) {
+void SignedSymbolReader::read(std::span<std::int32_t> out, std::span<const std::uint8_t> side) {
   State& s = *s_;
   if (out.size() > s.count - s.done) throw std::invalid_argument("SignedSymbolReader: read past the end");
   if (s.striped) {
-    s.striped->decode(std::span(reinterpret_cast<std::uint32_t*>(out.data()), out.size()));
+    s.striped->decode(std::span(reinterpret_cast<std::uint32_t*>(out.data()), out.size()), side);
   } else if (s.zstd) {
     s.zstd->read(out, s.table);
   } else {
@@ -564,6 +565,8 @@ void SignedSymbolReader::read(std::span<std::int32_t> out) {
   }
   s.done += out.size();
 }
+
+bool SignedSymbolReader::wants_side() const { return s_->striped && s_->striped->uses_side(); }
 
 void SignedSymbolReader::finish() {
   if (s_->done != s_->count) throw std::logic_error("SignedSymbolReader: finished before the last symbol");

@@ -66,9 +66,12 @@ struct SymbolCoderStats {
 // neighbours; row_width == 0 means a 1-D stream). Output is self-describing (coder kind, count, rank table).
 std::vector<std::uint8_t> encode_symbols(std::span<const std::uint32_t> symbols, std::size_t row_width,
                                          const SymbolCoderOptions& options, SymbolCoderStats* stats = nullptr);
-// The same, working in the symbols' buffer (a GOP's plane symbols are hundreds of MB).
+// The same, working in the symbols' buffer (a GOP's plane symbols are hundreds of MB). `side`:
+// empty, or a side class per symbol for the striped rANS coder (codecs/striped_rans.hpp), which
+// the reader must then be given too.
 std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbols, std::size_t row_width,
-                                         const SymbolCoderOptions& options, SymbolCoderStats* stats = nullptr);
+                                         const SymbolCoderOptions& options, SymbolCoderStats* stats = nullptr,
+                                         std::span<const std::uint8_t> side = {});
 
 // Decodes exactly `out.size()` symbols (the caller knows the count from its own header and passes the
 // same row_width). Throws CodecError on any inconsistency: truncated, trailing garbage, bad table,
@@ -92,8 +95,11 @@ class SignedSymbolReader {
   SignedSymbolReader(SignedSymbolReader&&) noexcept;
   SignedSymbolReader& operator=(SignedSymbolReader&&) noexcept;
 
-  // The next out.size() values (for striped streams, whole segments or up to the end).
-  void read(std::span<std::int32_t> out);
+  // The next out.size() values (for striped streams, whole segments or up to the end), with
+  // their side classes where the encoder was given them (other coders ignore them).
+  void read(std::span<std::int32_t> out, std::span<const std::uint8_t> side = {});
+  // Whether read() needs the side classes (a striped rANS stream coded with them).
+  bool wants_side() const;
   void finish();
 
  private:

@@ -17,6 +17,7 @@
 #include "codecs/codec_error.hpp"
 #include "codecs/colour_transform.hpp"
 #include "codecs/forecast_blocks.hpp"
+#include "codecs/striped_rans.hpp"
 #include "codecs/interval_quantizer.hpp"
 #include "codecs/linear_quantizer.hpp"
 #include "codecs/lzma_frame.hpp"
@@ -39,8 +40,9 @@ using codecs::PlaneTransform;
 // striped rANS coder's column halves (codecs/striped_rans.cpp), which older readers refuse as
 // bad options; 9: its column quarters and eighths, the same; 10: a second reference for the
 // frames of sequential GOPs with coded motion (second_reference, below), a flag in every such
-// frame's motion symbols that older readers would misread.
-constexpr std::uint8_t kChunkVersion = 10;
+// frame's motion symbols that older readers would misread; 11: side classes of the forecast in the
+// striped rANS coder's contexts (codecs/striped_rans.hpp), which older readers refuse as bad options.
+constexpr std::uint8_t kChunkVersion = 11;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
@@ -92,6 +94,9 @@ struct GopSymbols {
   // takes the buffer itself (a GOP of 32 colour 768 x 576 frames is 170 MB; a zigzagged copy of it
   // was a second such block, zeroed, at the peak of encoding).
   codecs::SymbolBuffer symbols;
+  // Encoding, from chunk version 11: each symbol's side class (codecs::side_classes of its plane's
+  // forecast; 0 in planes coded spatially), which the striped rANS coder may put in its contexts.
+  std::vector<std::uint8_t> side;
   std::vector<std::int32_t> run_values;
   std::vector<std::uint32_t> run_lengths;
   std::vector<std::uint16_t> literals;
@@ -174,13 +179,14 @@ EncodeMemo::Key chunk_key(const GopSymbols& g, const FrameShape& shape, const Co
   EncodeMemo::Hasher h;
   h.value(shape.width).value(shape.height).value(shape.channels).value(std::uint8_t(settings.quantizer));
   h.value(settings.zstd_level).value(settings.zstd_win_level).value(settings.zstd_win_margin);
-  h.value(settings.rans_coder).value(settings.adaptive_coder).value(settings.lzma_coder);
+  h.value(settings.rans_coder).value(settings.adaptive_coder).value(settings.lzma_coder).value(settings.side_classes);
   h.value(std::uint64_t(g.planes.size())).add(std::span<const std::uint8_t>(g.channel_plans));
   for (const auto& frame : g.planes) {
     h.value(std::uint64_t(frame.size()));
     for (const auto& plane : frame) h.value(plane.tolerance).value(plane.mode).value(plane.run_count);
   }
-  h.add(std::span<const std::uint32_t>(g.symbols)).add(std::span<const std::int32_t>(g.run_values));
+  h.add(std::span<const std::uint32_t>(g.symbols)).add(std::span<const std::uint8_t>(g.side));
+  h.add(std::span<const std::int32_t>(g.run_values));
   h.add(std::span<const std::uint32_t>(g.run_lengths)).add(std::span<const std::uint16_t>(g.literals));
   h.add(std::span<const std::uint32_t>(g.block_maps)).add(std::span<const std::uint32_t>(g.motion));
   return h.key();
@@ -250,7 +256,10 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
   options.segment_rows = shape.height;  // a plane: the decoder takes the symbols plane by plane
   options.segment_period = shape.channels;
   codecs::SymbolCoderStats coder_stats;
-  const auto symbols = codecs::encode_symbols(std::move(g.symbols), shape.width, options, &coder_stats);
+  // Side classes only where some plane has a forecast with detail (else they cannot change a context).
+  const bool side = settings.side_classes && std::any_of(g.side.begin(), g.side.end(), [](std::uint8_t c) { return c != 0; });
+  const auto symbols = codecs::encode_symbols(std::move(g.symbols), shape.width, options, &coder_stats,
+                                              side ? std::span<const std::uint8_t>(g.side) : std::span<const std::uint8_t>());
   const auto values = codecs::encode_symbols(zigzag_all(g.run_values), 0, options);
   const std::vector<std::uint32_t> lengths_minus_one = [&] {
     std::vector<std::uint32_t> v(g.run_lengths.size());
@@ -493,20 +502,24 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   const bool colour = shape.channels > 1;
   struct PendingPlane {
     std::vector<std::int32_t> symbols;
+    std::vector<std::uint8_t> side;  // the plane's side classes (zeros where intra)
     bool present = false, intra = false;
     std::optional<codecs::TransformChoice> own;  // its estimate as it is, where code_plane made one
   };
   std::array<PendingPlane, 3> pending;
   if (colour)
-    for (auto& p : pending) p.symbols.resize(plane_size);
+    for (auto& p : pending) p.symbols.resize(plane_size), p.side.resize(plane_size);
   std::vector<std::int32_t> channel_scratch(colour ? plane_size : 0);
+  std::vector<std::uint8_t> plane_side(plane_size), side_scratch(colour ? 3 * plane_size : 0);
   struct RelatedFrame {
     std::size_t t = 0, offset = 0;  // its planes' symbols start at s.symbols[offset], in storage order
     std::array<bool, 3> intra{};
     codecs::ChannelCosts costs;
   };
   std::vector<std::vector<RelatedFrame>> related_frames(gops.size());
-  auto emit_symbols = [&](GopSymbols& s, std::span<const std::int32_t> symbols, bool intra, PlaneTransform transform) {
+  auto emit_symbols = [&](GopSymbols& s, std::span<const std::int32_t> symbols, std::span<const std::uint8_t> side, bool intra,
+                          PlaneTransform transform) {
+    s.side.insert(s.side.end(), side.begin(), side.end());
     if (intra) {
       append_zigzagged(s.symbols, symbols);
     } else {
@@ -517,11 +530,14 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   // A plane's symbols: to the stream (gray), or to wait for the rest of the frame (colour: the
   // buffer is swapped with the plane's pending one, which `symbols` then holds, to be written over:
   // its last use). Inter planes come with their estimate (which holds their spatial transform).
+  // `plane_side` holds the plane's side classes (put_symbols zeroes it for intra planes).
   auto put_symbols = [&](GopSymbols& s, std::size_t c, std::vector<std::int32_t>& symbols, bool intra,
                          std::optional<codecs::TransformChoice> own) {
-    if (!colour) return emit_symbols(s, symbols, intra, own ? own->transform : PlaneTransform::None);
+    if (intra) std::fill(plane_side.begin(), plane_side.end(), std::uint8_t{0});
+    if (!colour) return emit_symbols(s, symbols, plane_side, intra, own ? own->transform : PlaneTransform::None);
     PendingPlane& p = pending[c];
     p.symbols.swap(symbols);
+    p.side.swap(plane_side);
     p.present = true, p.intra = intra, p.own = own;
   };
   auto put_colour_frame = [&](std::size_t g, std::size_t t) {
@@ -541,13 +557,13 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       f.costs = codecs::estimate_channel_costs({pending[0].symbols, pending[1].symbols, pending[2].symbols}, f.intra,
                                                shape.width, channel_scratch, {pending[0].own, pending[1].own, pending[2].own});
       related_frames[g].push_back(f);
-      for (const auto& p : pending) append_zigzagged(s.symbols, p.symbols);
+      for (const auto& p : pending) append_zigzagged(s.symbols, p.symbols), s.side.insert(s.side.end(), p.side.begin(), p.side.end());
       return;
     }
     for (std::size_t k = 0; k < 3; ++k) {
       const auto transform = pending[k].own ? pending[k].own->transform : PlaneTransform::None;
       if (!pending[k].intra) records[k].mode = std::uint8_t((records[k].mode & kModeFlags) | std::uint8_t(transform));
-      emit_symbols(s, pending[k].symbols, pending[k].intra, transform);
+      emit_symbols(s, pending[k].symbols, pending[k].side, pending[k].intra, transform);
     }
   };
   // A related frame's planes in the order and with the references of `plan`, each with the
@@ -560,6 +576,11 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     }
     const auto choice = codecs::plan_cost(f.costs, plan);
     const auto& order = plan.order;
+    // The planes' side classes follow them into the plan's order.
+    std::copy_n(s.side.begin() + std::ptrdiff_t(f.offset), 3 * plane_size, side_scratch.begin());
+    for (std::size_t p = 0; p < 3; ++p)
+      std::copy_n(side_scratch.begin() + std::ptrdiff_t(order[p] * plane_size), plane_size,
+                  s.side.begin() + std::ptrdiff_t(f.offset + p * plane_size));
     for (std::size_t p = 0; p < 3; ++p) {
       const std::size_t k = order[p];
       codecs::apply_channel_ref(plan.ref(p), pending[k].symbols, pending[order[0]].symbols, pending[order[1]].symbols,
@@ -833,6 +854,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       inter_literals.clear();
       intra_literals.clear();
       codecs::quantize_plane(plane, forecast, bound, plane_symbols, recon, inter_literals);
+      codecs::side_classes(forecast, shape.width, shape.max_value, plane_side);
       // Each plane's own estimates decide here; a colour frame's plan then codes its planes against
       // each other where that is smaller.
       const auto inter = codecs::choose_transform(plane_symbols, shape.width);
@@ -888,7 +910,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     for (std::uint32_t c = 0; c < shape.channels; ++c) code_plane(g, 0, c, {});
     if (settings.key_frame_uncoded) {
       GopSymbols& s = coded[g];
-      s.symbols.clear(), s.run_values.clear(), s.run_lengths.clear(), s.literals.clear(), s.block_maps.clear();
+      s.symbols.clear(), s.side.clear(), s.run_values.clear(), s.run_lengths.clear(), s.literals.clear(), s.block_maps.clear();
       s.motion.clear();
       related_frames[g].clear();
     }
@@ -1110,6 +1132,8 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   std::array<std::span<const std::uint16_t>, 3> forecast_of;  // of the frame being decoded, by channel
   using SymbolPlane = std::vector<std::int32_t, codecs::BufferAllocator<std::int32_t>>;
   SymbolPlane plane_symbols(plane_size);
+  // A plane's side classes, where its stream was coded with them (zeros for planes coded spatially).
+  std::vector<std::uint8_t, codecs::BufferAllocator<std::uint8_t>> plane_side;
   // The symbol planes of the frame being decoded, by channel, after their channel references (gray:
   // one), for the planes coded after them.
   std::array<SymbolPlane, 3> resolved;
@@ -1197,8 +1221,18 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       const codecs::ChannelRef ref = plan.ref(p);
       SymbolPlane& sums = resolved[k];
       const std::span<const std::int32_t> first(resolved[plan.order[0]]), second(resolved[plan.order[1]]);
-      readers[g].read(plane_symbols);
-      if (frame_intra || (plane.mode & ~kModeFlags) == kIntraPlane) {
+      const bool spatial = frame_intra || (plane.mode & ~kModeFlags) == kIntraPlane;
+      if (readers[g].wants_side()) {
+        plane_side.resize(plane_size);
+        if (spatial)
+          std::fill(plane_side.begin(), plane_side.end(), std::uint8_t{0});
+        else
+          codecs::side_classes(plane_forecast, shape.width, shape.max_value, plane_side);
+        readers[g].read(plane_symbols, plane_side);
+      } else {
+        readers[g].read(plane_symbols);
+      }
+      if (spatial) {
         if (ref == codecs::ChannelRef::None) {
           sums.swap(plane_symbols);
         } else {

@@ -305,7 +305,7 @@ TEST_CASE("coded motion pays on a panning scene and decodes bit for bit", "[moti
         const auto plain = encode_gops(*predictor, shape, gops, without);
         INFO("with motion " << coded[0].bytes.size() << " bytes, without " << plain[0].bytes.size());
         CHECK(coded[0].bytes.size() * 10 < plain[0].bytes.size() * 8);
-        CHECK(coded[0].bytes[0] == 10);  // chunk version 10 (coded motion since 4, spatial blocks since 7)
+        CHECK(coded[0].bytes[0] == 11);  // chunk version 11 (coded motion since 4, spatial blocks since 7)
 
         const std::size_t counts[] = {frames.size()};
         const auto decoded = decode_within_bound(*predictor, shape, frames, coded[0], settings);
@@ -353,7 +353,7 @@ TEST_CASE("a second reference: bounded modes average two displaced references wh
     one.second_reference = false;
     const auto two = encode_gops(*predictor, shape, gops, settings);
     const auto single = encode_gops(*predictor, shape, gops, one);
-    REQUIRE(two[0].bytes[0] == 10);
+    REQUIRE(two[0].bytes[0] == 11);
     // Each pixel within its bound: E, or floor(R x) for pwrel; decoded as the encoder reconstructed.
     auto decode_checked = [&](const EncodedGop& coded) {
       const std::span<const std::uint8_t> chunk[] = {coded.bytes};
@@ -478,7 +478,7 @@ TEST_CASE("spatial blocks take what no vector matches, and decode bit for bit", 
       decode_within_bound(*predictor, shape, frames, coded[0], settings);
       const std::size_t counts[] = {frames.size()};
       // The chunk holds spatial blocks: read as version 6, which has none, it is refused.
-      REQUIRE(coded[0].bytes[0] == 10);
+      REQUIRE(coded[0].bytes[0] == 11);
       auto as_v6 = coded[0].bytes;
       as_v6[0] = 6;
       const std::span<const std::uint8_t> old[] = {as_v6};

@@ -428,6 +428,26 @@ TEST_CASE("where memory holds fewer GOPs than the threads would code, the archiv
             .output.empty());
 }
 
+TEST_CASE("the forecast's side classes: every kernel path writes and reads the same bytes", "[cli][simd][side]") {
+  // The bundled camera sample at abs 2 takes side classes in its striped streams (tests/
+  // test_gop_codec.cpp checks that they pay there): the encoder's estimates, the classes of each
+  // forecast and their transposition into the decoder's row steps, on every path.
+  tezip::test::TempDir dir("tezip-test-cli");
+  const fs::path samples = fs::path(TEZIP_SOURCE_DIR) / "datasets/sample/mire";
+  std::vector<std::uint8_t> first_archive;
+  for (const auto p : tezip::codecs::supported_simd_paths()) {
+    const std::string path = tezip::codecs::simd_name(p), env = "TEZIP_SIMD=" + path;
+    CAPTURE(path);
+    const fs::path archive = dir / (path + ".tzp"), out = dir / ("out-" + path);
+    REQUIRE(tezip_cli("compress -q " + quote(samples) + " -o " + quote(archive) + " --mode abs --bound 2", env).code == 0);
+    if (first_archive.empty()) first_archive = read_file(archive);
+    CHECK(read_file(archive) == first_archive);
+    REQUIRE(tezip_cli("decompress -q " + quote(dir / "portable.tzp") + " -o " + quote(out), env).code == 0);
+    CHECK(tezip_cli("verify -q " + quote(dir / "portable.tzp") + " --against " + quote(samples), env).code == 0);
+    if (path != "portable") require_identical_tree(dir / "out-portable", out);
+  }
+}
+
 TEST_CASE("every kernel path (TEZIP_SIMD) writes and reads the same bytes", "[cli][simd]") {
   tezip::test::TempDir dir("tezip-test-cli");
   tezip::test::SyntheticSpec spec;

@@ -486,3 +486,92 @@ TEST_CASE("striped rans splits contexts by the left token's class where that is 
   for (auto& v : noisy) v = magnitude(rng);
   CHECK((options_byte(encode_striped_rans(noisy, width, plane, alphabet_of(noisy)), alphabet_of(noisy)) & 2) == 0);
 }
+
+TEST_CASE("striped rans: side classes in the contexts round-trip on every path, and are needed to decode", "[codecs][striped]") {
+  // Noise whose scale follows each pixel's own side class, which its neighbours' tokens do not
+  // tell: the encoder takes the side classes.
+  auto make = [](std::size_t width, std::size_t rows, unsigned seed, std::vector<std::uint8_t>& side) {
+    std::mt19937 rng(seed);
+    std::geometric_distribution<std::uint32_t> quiet(0.9), loud(0.3);
+    std::vector<std::uint32_t> ranks(width * rows);
+    side.resize(width * rows);
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      side[i] = static_cast<std::uint8_t>(rng() % 9);
+      ranks[i] = side[i] < 5 ? quiet(rng) : loud(rng);
+    }
+    return ranks;
+  };
+  for (const std::size_t rows : {std::size_t{96}, std::size_t{192}}) {  // 16 and 32 stripes a plane
+    const std::size_t width = 200, planes = 2;                        // columns past whole tiles of 16
+    std::vector<std::uint8_t> side;
+    const auto ranks = make(width, rows * planes, 11, side);
+    const std::uint64_t alphabet = alphabet_of(ranks);
+    INFO("rows " << rows);
+    const auto bytes = encode_striped_rans(ranks, width, rows, alphabet, StripedContext::measured, 1, true, SimdPath::portable, side);
+    REQUIRE((options_byte(bytes, alphabet) & 0x20) != 0);
+    CHECK(bytes.size() < encode_striped_rans(ranks, width, rows, alphabet).size() * 97 / 100);
+    for (const SimdPath path : paths()) {
+      INFO("path " << simd_name(path));
+      REQUIRE(encode_striped_rans(ranks, width, rows, alphabet, StripedContext::measured, 1, true, path, side) == bytes);
+      // Plane by plane, each with its own side classes, as the GOP decoder reads them.
+      StripedRansDecoder decoder(bytes, width, ranks.size(), alphabet, {}, path);
+      REQUIRE(decoder.uses_side());
+      std::vector<std::uint32_t> out(ranks.size());
+      for (std::size_t p = 0; p < planes; ++p)
+        decoder.decode(std::span(out).subspan(p * rows * width, rows * width),
+                       std::span<const std::uint8_t>(side).subspan(p * rows * width, rows * width));
+      decoder.finish();
+      REQUIRE(out == ranks);
+      // Without them: refused, not guessed.
+      StripedRansDecoder blind(bytes, width, ranks.size(), alphabet, {}, path);
+      REQUIRE_THROWS_AS(blind.decode(out), CodecError);
+    }
+    // A stream without side classes ignores any given, and the encoder ignores classes that do not pay.
+    const std::vector<std::uint8_t> flat(side.size(), 3);
+    const auto plain = encode_striped_rans(ranks, width, rows, alphabet, StripedContext::measured, 1, true, simd_path(), flat);
+    REQUIRE((options_byte(plain, alphabet) & 0x20) == 0);
+    std::vector<std::uint32_t> out(ranks.size());
+    StripedRansDecoder decoder(plain, width, ranks.size(), alphabet);
+    decoder.decode(out, side);
+    decoder.finish();
+    REQUIRE(out == ranks);
+    // A shift byte past the classes is refused.
+    std::size_t pos = 0;
+    tezip::codecs::rans::read_model(bytes, pos, alphabet);
+    read_varint(bytes, pos);
+    auto bad = bytes;
+    const std::size_t shift_at = pos + 2 + ((bad.at(pos + 1) & 0x01) ? 1 : 0);
+    REQUIRE(bad.at(shift_at) < 16);
+    bad.at(shift_at) = 16;
+    REQUIRE_THROWS_AS(StripedRansDecoder(bad, width, ranks.size(), alphabet), CodecError);
+  }
+}
+
+TEST_CASE("side classes: the bit width of the forecast's gradient, the same on every path", "[codecs][striped]") {
+  // A ramp of 10 a column: interior gradient 20 (bit width 5), 10 at the edge columns (4).
+  std::vector<std::uint16_t> ramp(3 * 40);
+  for (std::size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<std::uint16_t>(10 * (i % 40));
+  std::vector<std::uint8_t> classes(ramp.size());
+  side_classes(ramp, 40, 255 * 2, classes, SimdPath::portable);  // 9 bits: the gradient halved
+  CHECK(classes[41] == 4);
+  side_classes(ramp, 40, 255, classes, SimdPath::portable);
+  CHECK(classes[41] == 5);
+  CHECK(classes[40] == 4);
+  CHECK(classes[79] == 4);
+  std::mt19937 rng(3);
+  for (const std::uint32_t max_value : {255u, 1023u, 65535u})
+    for (const std::size_t width : {1, 2, 17, 33, 34, 35, 64, 100, 641})
+      for (const std::size_t height : {1, 2, 5}) {
+        INFO("max " << max_value << ", " << width << " x " << height);
+        std::vector<std::uint16_t> forecast(width * height);
+        for (auto& v : forecast) v = static_cast<std::uint16_t>(rng() % (max_value + 1) / (1 + rng() % 64));
+        std::vector<std::uint8_t> reference(forecast.size()), out(forecast.size(), 0xEE);
+        side_classes(forecast, width, max_value, reference, SimdPath::portable);
+        for (const auto c : reference) REQUIRE(c < kSideClasses);
+        for (const SimdPath path : paths()) {
+          INFO("path " << simd_name(path));
+          side_classes(forecast, width, max_value, out, path);
+          REQUIRE(out == reference);
+        }
+      }
+}
