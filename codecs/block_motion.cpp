@@ -1068,4 +1068,78 @@ MotionField read_motion_symbols(std::span<const std::uint32_t> symbols, std::siz
   return f;
 }
 
+
+namespace {
+
+// One row of smooth_forecast's horizontal pass: h[x] = in[x - 1] + w in[x] + in[x + 1] (w the centre
+// weight), edges repeated. Integer sums, so the compilers' vectors (and the AVX2 build of it below)
+// give the same values.
+inline void smooth_row_loop(const std::uint16_t* in, std::size_t width, std::uint32_t w, std::uint32_t* h) {
+  if (width == 1) {
+    h[0] = (w + 2) * in[0];
+    return;
+  }
+  h[0] = (w + 1) * in[0] + in[1];
+  for (std::size_t x = 1; x + 1 < width; ++x) h[x] = std::uint32_t{in[x - 1]} + w * in[x] + in[x + 1];
+  h[width - 1] = std::uint32_t{in[width - 2]} + (w + 1) * in[width - 1];
+}
+
+// The vertical pass over three rows of sums: (a + w b + c + (w + 2)^2 / 2) >> shift, (w + 2)^2 = 2^shift.
+inline void smooth_column_loop(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c, std::size_t width,
+                               std::uint32_t w, unsigned shift, std::uint16_t* out) {
+  const std::uint32_t half = std::uint32_t{1} << (shift - 1);
+  for (std::size_t x = 0; x < width; ++x) out[x] = static_cast<std::uint16_t>((a[x] + w * b[x] + c[x] + half) >> shift);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+[[gnu::target("avx2")]] void smooth_row_avx2(const std::uint16_t* in, std::size_t width, std::uint32_t w,
+                                             std::uint32_t* h) {
+  smooth_row_loop(in, width, w, h);
+}
+[[gnu::target("avx2")]] void smooth_column_avx2(const std::uint32_t* a, const std::uint32_t* b, const std::uint32_t* c,
+                                                std::size_t width, std::uint32_t w, unsigned shift, std::uint16_t* out) {
+  smooth_column_loop(a, b, c, width, w, shift, out);
+}
+#endif
+
+}  // namespace
+
+void smooth_forecast(std::span<const std::uint16_t> in, std::size_t width, std::span<std::uint16_t> out, Smoothing strength,
+                     SimdPath path) {
+  if (width == 0 || in.size() % width != 0 || out.size() != in.size())
+    throw std::invalid_argument("smooth_forecast: not whole rows, or an output of another size");
+  const std::uint32_t w = strength == Smoothing::strong ? 2 : 6;  // [1 2 1] / 4 or [1 6 1] / 8 each way
+  const unsigned shift = strength == Smoothing::strong ? 4 : 6;
+  const std::size_t height = in.size() / width;
+  if (height == 0) return;
+#if defined(__x86_64__) || defined(__i386__)
+  const bool avx2 = path >= SimdPath::avx2;
+#else
+  (void)path;
+#endif
+  auto row = [&](std::size_t y, std::uint32_t* h) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (avx2) return smooth_row_avx2(in.data() + y * width, width, w, h);
+#endif
+    smooth_row_loop(in.data() + y * width, width, w, h);
+  };
+  // Three rows of horizontal sums, rotated: the row above, this one, the one below.
+  std::vector<std::uint32_t> sums(3 * width);
+  std::uint32_t* h[3] = {sums.data(), sums.data() + width, sums.data() + 2 * width};
+  row(0, h[1]);
+  std::copy_n(h[1], width, h[0]);
+  for (std::size_t y = 0; y < height; ++y) {
+    if (y + 1 < height) row(y + 1, h[2]); else std::copy_n(h[1], width, h[2]);
+    std::uint16_t* o = out.data() + y * width;
+#if defined(__x86_64__) || defined(__i386__)
+    if (avx2) {
+      smooth_column_avx2(h[0], h[1], h[2], width, w, shift, o);
+    } else
+#endif
+      smooth_column_loop(h[0], h[1], h[2], width, w, shift, o);
+    std::uint32_t* first = h[0];
+    h[0] = h[1], h[1] = h[2], h[2] = first;
+  }
+}
+
 }  // namespace tezip::codecs

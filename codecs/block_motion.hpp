@@ -98,6 +98,15 @@ std::size_t choose_spatial_blocks(MotionField& field, std::span<const std::uint1
 void compensate(const MotionField& field, std::span<const std::uint16_t> reference, std::span<std::uint16_t> out,
                 std::uint32_t max_value = 65535, SimdPath path = simd_path());
 
+// A forecast plane (rows of `width`) smoothed by a separable filter each way, edges repeated,
+// rounded, never above the largest input: `strong` [1 2 1] / 4 ((the 9 weighted pixels + 8) >> 4),
+// `weak` [1 6 1] / 8 ((... + 32) >> 6). In bounded modes a compensated reference carries its
+// quantization error and noise, which this averages (chunk version 12, compressor/gop_codec.cpp).
+// `out` must not overlap `in`.
+enum class Smoothing : std::uint8_t { weak, strong };
+void smooth_forecast(std::span<const std::uint16_t> in, std::size_t width, std::span<std::uint16_t> out, Smoothing strength,
+                     SimdPath path = simd_path());
+
 // The field with every vector scaled by num / den (rounded half away from zero) and clamped to the
 // range: the vectors towards a reference on the other side of the frame (num < 0), for bi-prediction.
 MotionField scale_field(const MotionField& field, int num, int den);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -41,8 +42,9 @@ using codecs::PlaneTransform;
 // bad options; 9: its column quarters and eighths, the same; 10: a second reference for the
 // frames of sequential GOPs with coded motion (second_reference, below), a flag in every such
 // frame's motion symbols that older readers would misread; 11: side classes of the forecast in the
-// striped rANS coder's contexts (codecs/striped_rans.hpp), which older readers refuse as bad options.
-constexpr std::uint8_t kChunkVersion = 11;
+// striped rANS coder's contexts (codecs/striped_rans.hpp), which older readers refuse as bad options;
+// 12: a flags symbol in every frame's motion symbols (kMotionFlagsVersion, below).
+constexpr std::uint8_t kChunkVersion = 12;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
@@ -375,6 +377,13 @@ codecs::MotionField far_field(const codecs::MotionField& field, std::size_t t, s
 // coders average two references: the references' noise, and at bounded modes their quantization
 // error, averaged).
 constexpr std::uint8_t kTwoReferenceVersion = 10;
+// From chunk version 12 every frame's motion symbols (channel 0 with coded motion) start with a
+// flags symbol: kBiPrediction (only where the frame has a far reference; before version 12 a symbol
+// 0 or 1 of its own there, and none elsewhere), kSmoothedForecast or kWeaklySmoothed (the
+// compensated forecast through codecs::smooth_forecast, strong or weak, then the planes' residuals
+// against it; not both).
+constexpr std::uint8_t kMotionFlagsVersion = 12;
+constexpr std::uint32_t kBiPrediction = 1, kSmoothedForecast = 2, kWeaklySmoothed = 4;
 std::size_t second_reference(std::size_t t) { return t >= 2 ? t - 2 : kNoFrame; }
 
 // A frame of a bidirectional GOP in coding order, forecast from the reconstructions of frames lo
@@ -670,7 +679,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     compensate_all(field, compensated);
     codecs::append_motion_symbols(field, motion_symbols);
     if (settings.quantizer == QuantizerKind::Interval && settings.bound.mode != codecs::BoundMode::Lossless) {
-      if (far_reference[g][t] != kNoFrame) motion_symbols.insert(motion_symbols.begin(), 0u);  // one side only
+      motion_symbols.insert(motion_symbols.begin(), 0u);  // flags: one side only, not smoothed
       return found.sad + found.vector_bits < forecast_sad - forecast_sad / 32;
     }
     // The estimate of the frame's residuals: each channel as it is, or as its difference from the
@@ -740,9 +749,10 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     const bool sequential = !predictor.bidirectional();
     const bool bounded = uniform ? tolerance0 > 0 : settings.bound.mode != codecs::BoundMode::Lossless;
     const bool second = sequential && settings.second_reference && bounded;
+    std::uint32_t flags = 0;  // the frame's flags symbol (kBiPrediction, kSmoothedForecast)
     if (far != kNoFrame && (!sequential || second)) {
       // Bi-prediction: the field towards the far side too, and the mean of both displaced frames
-      // (what averaging both sides gains on noise, with motion). One symbol says which was taken.
+      // (what averaging both sides gains on noise, with motion). The flags symbol says which was taken.
       // Bidirectional GOPs scale the field to the other side; a sequential GOP's second reference
       // has a field of its own, searched from the scaled one, whose symbols follow the first's.
       const std::uint16_t* far_frame = encoded[g].reconstruction[far].data();
@@ -762,15 +772,36 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       const std::uint64_t bi = vector_cost + far_vectors + frame_cost([&](std::uint32_t k) {
         return std::span<const std::uint16_t>(bi_compensated).subspan(k * plane_size, plane_size);
       });
-      const bool use_bi = bi < with;
-      if (use_bi) {
+      if (bi < with) {
         compensated.swap(bi_compensated), with = bi;
+        vector_cost += far_vectors;
         motion_symbols.insert(motion_symbols.end(), far_symbols.begin(), far_symbols.end());
+        flags |= kBiPrediction;
       }
-      motion_symbols.insert(motion_symbols.begin(), use_bi ? 1u : 0u);
-    } else if (far != kNoFrame) {
-      motion_symbols.insert(motion_symbols.begin(), 0u);
     }
+    // The forecast smoothed (smooth_forecast) where the frame's estimate says so, in bounded modes:
+    // the references' quantization error and noise averaged over a pixel's neighbours, where a
+    // sharper forecast gained nothing (docs/ratio_gaps.md: longer interpolation filters lost at
+    // abs 2). Losslessly a smoothed forecast misses the exact repeats (cup +4% estimated).
+    if (bounded && settings.smoothed_forecast) {
+      // Both strengths (camera and film differ: cup took the strong one, Megamind the weak), each
+      // into a scratch frame, the better kept where it beats the forecast as it is.
+      std::vector<std::uint16_t>* best = nullptr;
+      std::uint32_t best_flag = 0;
+      for (const auto& [strength, flag, out] :
+           {std::tuple{codecs::Smoothing::strong, kSmoothedForecast, &bi_compensated},
+            std::tuple{codecs::Smoothing::weak, kWeaklySmoothed, &spatial_compensated}}) {
+        for (std::uint32_t k = 0; k < shape.channels; ++k)
+          codecs::smooth_forecast(std::span<const std::uint16_t>(compensated).subspan(k * plane_size, plane_size), shape.width,
+                                  std::span<std::uint16_t>(*out).subspan(k * plane_size, plane_size), strength);
+        if (const std::uint64_t cost = vector_cost + cost_with(*out); cost < with) with = cost, best = out, best_flag = flag;
+      }
+      if (best != nullptr) {
+        compensated.swap(*best);
+        flags |= best_flag;
+      }
+    }
+    motion_symbols.insert(motion_symbols.begin(), flags);
     motion_estimate[g] += std::min(with, without);
     if (spatial_gain > 0 && with < without) {
       spatial_used[g] = true;
@@ -1116,6 +1147,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   codecs::MotionField towards_far;  // towards the far reference, when bi: the field scaled, or a second field
   std::vector<std::vector<std::size_t>> references(chunks.size()), far_references(chunks.size());  // as the encoder's
   bool bi = false;  // the frame's forecast is the mean of both references' (its field's and towards_far's)
+  std::optional<codecs::Smoothing> smooth;  // ... then smoothed (codecs::smooth_forecast)
   // Written in full before they are read (compensate, build_forecast); from the buffer pool.
   std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>> far_forecast(plane_size);
   for (std::size_t g = 0; g < chunks.size(); ++g) {
@@ -1127,7 +1159,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   // A forecast built here (per-block map, motion): for a plane reconstructed at once, one buffer
   // that stays in cache; for a plane that waits for the planes its frame's plan codes first, its own.
   using ForecastPlane = std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>>;
-  ForecastPlane blended_now(plane_size);
+  ForecastPlane blended_now(plane_size), smoothed;
   std::array<ForecastPlane, 3> blended_waiting;
   std::array<std::span<const std::uint16_t>, 3> forecast_of;  // of the frame being decoded, by channel
   using SymbolPlane = std::vector<std::int32_t, codecs::BufferAllocator<std::int32_t>>;
@@ -1170,8 +1202,16 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         // Channel 0 reads the frame's vectors; the other channels use them (validated above).
         const std::size_t far = far_references[g][t];
         if (c == 0) {
-          bi = false;
-          if (far != kNoFrame) {
+          bi = false, smooth.reset();
+          if (s.version >= kMotionFlagsVersion) {
+            const std::uint32_t flags = motion_pos[g] < s.motion.size() ? s.motion[motion_pos[g]++] : UINT32_MAX;
+            if (flags > (kBiPrediction | kWeaklySmoothed) || (flags & kSmoothedForecast && flags & kWeaklySmoothed))
+              throw codecs::CodecError("bad motion flags");
+            bi = (flags & kBiPrediction) != 0;
+            if (flags & kSmoothedForecast) smooth = codecs::Smoothing::strong;
+            if (flags & kWeaklySmoothed) smooth = codecs::Smoothing::weak;
+            if (bi && far == kNoFrame) throw codecs::CodecError("bi-prediction without a second reference");
+          } else if (far != kNoFrame) {
             if (motion_pos[g] >= s.motion.size() || s.motion[motion_pos[g]] > 1) throw codecs::CodecError("bad bi-prediction flag");
             bi = s.motion[motion_pos[g]++] == 1;
           }
@@ -1188,6 +1228,11 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
                              std::span<const std::uint16_t>(frames[g][far].data() + c * plane_size, plane_size), far_forecast,
                              shape.max_value);
           average(*blended, far_forecast, *blended);
+        }
+        if (smooth) {
+          smoothed.resize(plane_size);
+          codecs::smooth_forecast(*blended, shape.width, smoothed, *smooth);
+          blended->swap(smoothed);
         }
       } catch (const codecs::CodecError& e) {
         throw DataError(std::string("chunk: ") + e.what());

@@ -40,6 +40,9 @@ struct CodingSettings {
   // (codecs::side_classes), offered to the striped rANS coder's contexts, which takes it where its
   // estimate saves 1% (chunk version 11, codecs/striped_rans.hpp).
   bool side_classes = true;
+  // Encoder only, bounded modes: a frame's compensated forecast may be smoothed
+  // (codecs::smooth_forecast) where its estimate says so (chunk version 12).
+  bool smoothed_forecast = true;
   // Encoder only: a predictor with choices (auto) codes every GOP whole with each choice and keeps
   // the smallest, instead of measuring two 3-frame windows (--profile max).
   bool whole_gop_trials = false;

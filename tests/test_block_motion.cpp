@@ -305,7 +305,7 @@ TEST_CASE("coded motion pays on a panning scene and decodes bit for bit", "[moti
         const auto plain = encode_gops(*predictor, shape, gops, without);
         INFO("with motion " << coded[0].bytes.size() << " bytes, without " << plain[0].bytes.size());
         CHECK(coded[0].bytes.size() * 10 < plain[0].bytes.size() * 8);
-        CHECK(coded[0].bytes[0] == 11);  // chunk version 11 (coded motion since 4, spatial blocks since 7)
+        CHECK(coded[0].bytes[0] == 12);  // chunk version 12 (coded motion since 4, spatial blocks since 7)
 
         const std::size_t counts[] = {frames.size()};
         const auto decoded = decode_within_bound(*predictor, shape, frames, coded[0], settings);
@@ -353,7 +353,7 @@ TEST_CASE("a second reference: bounded modes average two displaced references wh
     one.second_reference = false;
     const auto two = encode_gops(*predictor, shape, gops, settings);
     const auto single = encode_gops(*predictor, shape, gops, one);
-    REQUIRE(two[0].bytes[0] == 11);
+    REQUIRE(two[0].bytes[0] == 12);
     // Each pixel within its bound: E, or floor(R x) for pwrel; decoded as the encoder reconstructed.
     auto decode_checked = [&](const EncodedGop& coded) {
       const std::span<const std::uint8_t> chunk[] = {coded.bytes};
@@ -384,6 +384,83 @@ TEST_CASE("a second reference: bounded modes average two displaced references wh
       CHECK(out[0] != decoded[0]);
     } catch (const std::exception&) {
       SUCCEED("refused");
+    }
+  }
+}
+
+TEST_CASE("smoothed forecasts: the filters' definition, on every kernel path", "[motion][simd]") {
+  // A spike of 160 on zeros: strong [1 2 1] / 4 each way gives 40 at its centre, 20 beside it and 10
+  // on the diagonals; weak [1 6 1] / 8, 90, 15 and 3 (rounded: (2.5 + 0.5) down).
+  std::vector<std::uint16_t> spike(5 * 5, 0), out(spike.size());
+  spike[12] = 160;
+  smooth_forecast(spike, 5, out, Smoothing::strong, SimdPath::portable);
+  CHECK(out[12] == 40);
+  CHECK(out[11] == 20);
+  CHECK(out[6] == 10);
+  CHECK(out[0] == 0);
+  smooth_forecast(spike, 5, out, Smoothing::weak, SimdPath::portable);
+  CHECK(out[12] == 90);
+  CHECK(out[11] == 15);
+  CHECK(out[6] == 3);
+  // Constant planes stay, and every path gives the portable values, never above the largest input.
+  std::mt19937 rng(5);
+  for (const std::uint32_t max_value : {255u, 65535u})
+    for (const std::size_t width : {1, 2, 3, 17, 64, 101})
+      for (const std::size_t height : {1, 2, 5}) {
+        INFO("max " << max_value << ", " << width << " x " << height);
+        const std::vector<std::uint16_t> flat(width * height, std::uint16_t(max_value));
+        std::vector<std::uint16_t> in(width * height), reference(in.size()), got(in.size());
+        for (auto& v : in) v = std::uint16_t(rng() % (max_value + 1));
+        for (const Smoothing strength : {Smoothing::weak, Smoothing::strong}) {
+          smooth_forecast(flat, width, got, strength, SimdPath::portable);
+          REQUIRE(got == flat);
+          smooth_forecast(in, width, reference, strength, SimdPath::portable);
+          REQUIRE(*std::max_element(reference.begin(), reference.end()) <= *std::max_element(in.begin(), in.end()));
+          for (const SimdPath path : supported_simd_paths()) {
+            smooth_forecast(in, width, got, strength, path);
+            REQUIRE(got == reference);
+          }
+        }
+      }
+}
+
+TEST_CASE("smoothed forecasts: bounded modes take them where they pay, and decode bit for bit", "[motion][gop]") {
+  // A smooth scene panning a pixel a frame under fresh noise: at abs 2 the compensated previous
+  // reconstruction carries the noise and the quantization error, which a smoothed forecast averages.
+  const std::uint32_t w = 96, h = 64;
+  const FrameShape shape{w, h, 1, 255};
+  std::vector<double> world(std::size_t(w + 8) * h);
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w + 8; ++x)
+      world[y * (w + 8) + x] = 128 + 60 * std::sin(x * 0.21 + y * 0.13) + 40 * std::cos(x * 0.05 - y * 0.17);
+  std::mt19937 rng(9);
+  std::normal_distribution<double> noise(0.0, 3.0);
+  GopFrames frames;
+  for (std::uint32_t t = 0; t < 8; ++t) {
+    std::vector<std::uint16_t> f(shape.size());
+    for (std::uint32_t y = 0; y < h; ++y)
+      for (std::uint32_t x = 0; x < w; ++x)
+        f[std::size_t(y) * w + x] = std::uint16_t(std::clamp(int(std::lround(world[y * (w + 8) + x + t] + noise(rng))), 0, 255));
+    frames.emplace_back(f.begin(), f.end());
+  }
+  const auto predictor = make_classical_predictor("previous");
+  const GopFrames* gops[] = {&frames};
+  for (const codecs::ErrorBound bound : {codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0}, codecs::ErrorBound{}}) {
+    INFO(codecs::describe(bound));
+    CodingSettings settings;
+    settings.bound = bound;
+    CodingSettings sharp = settings;
+    sharp.smoothed_forecast = false;
+    const auto smoothed = encode_gops(*predictor, shape, gops, settings);
+    const auto plain = encode_gops(*predictor, shape, gops, sharp);
+    REQUIRE(smoothed[0].bytes[0] == 12);
+    decode_within_bound(*predictor, shape, frames, smoothed[0], settings);
+    decode_within_bound(*predictor, shape, frames, plain[0], settings);
+    INFO("smoothed " << smoothed[0].bytes.size() << " bytes, not " << plain[0].bytes.size());
+    if (bound.mode == codecs::BoundMode::Lossless) {
+      CHECK(smoothed[0].bytes == plain[0].bytes);  // not weighed losslessly
+    } else {
+      CHECK(smoothed[0].bytes.size() * 100 < plain[0].bytes.size() * 99);
     }
   }
 }
@@ -478,7 +555,7 @@ TEST_CASE("spatial blocks take what no vector matches, and decode bit for bit", 
       decode_within_bound(*predictor, shape, frames, coded[0], settings);
       const std::size_t counts[] = {frames.size()};
       // The chunk holds spatial blocks: read as version 6, which has none, it is refused.
-      REQUIRE(coded[0].bytes[0] == 11);
+      REQUIRE(coded[0].bytes[0] == 12);
       auto as_v6 = coded[0].bytes;
       as_v6[0] = 6;
       const std::span<const std::uint8_t> old[] = {as_v6};
