@@ -65,17 +65,43 @@ MotionField random_field(std::uint32_t w, std::uint32_t h, std::mt19937& rng, in
   return f;
 }
 
-// Decodes one coded GOP: the encoder's reconstruction bit for bit, every pixel within the bound.
+// Decodes one coded GOP: the encoder's reconstruction bit for bit, every pixel within the bound
+// (E, or floor(R x) for pwrel).
 std::vector<GopFrames> decode_within_bound(const Predictor& predictor, const FrameShape& shape, const GopFrames& frames,
                                            const EncodedGop& coded, const CodingSettings& settings) {
   const std::span<const std::uint8_t> chunks[] = {coded.bytes};
   const std::size_t counts[] = {frames.size()};
   auto decoded = decode_gops(predictor, shape, chunks, counts, settings);
   REQUIRE(decoded[0] == coded.reconstruction);
+  const auto& bound = settings.bound;
   for (std::size_t t = 0; t < frames.size(); ++t)
-    for (std::size_t i = 0; i < frames[t].size(); ++i)
-      REQUIRE(std::abs(int(decoded[0][t][i]) - int(frames[t][i])) <= int(settings.bound.abs));
+    for (std::size_t i = 0; i < frames[t].size(); ++i) {
+      const int x = frames[t][i];
+      const int allowed = bound.mode == codecs::BoundMode::PwRel ? int(std::floor(bound.rel * x)) : int(bound.abs);
+      REQUIRE(std::abs(int(decoded[0][t][i]) - x) <= allowed);
+    }
   return decoded;
+}
+
+// A GOP coded with `settings` and with `off` applied to them, both decoded within the bound; with
+// a lossless bound the two must be the same bytes (what `off` turns off is not weighed there),
+// else the first must be smaller than `percent` % of the second.
+std::vector<EncodedGop> with_and_without(const Predictor& predictor, const FrameShape& shape, const GopFrames& frames,
+                                         const CodingSettings& settings, void (*off)(CodingSettings&), std::size_t percent) {
+  CodingSettings other = settings;
+  off(other);
+  const GopFrames* gops[] = {&frames};
+  std::vector<EncodedGop> out{encode_gops(predictor, shape, gops, settings)[0], encode_gops(predictor, shape, gops, other)[0]};
+  REQUIRE(out[0].bytes[0] == 12);  // the chunk version
+  decode_within_bound(predictor, shape, frames, out[0], settings);
+  decode_within_bound(predictor, shape, frames, out[1], settings);
+  INFO("with " << out[0].bytes.size() << " bytes, without " << out[1].bytes.size());
+  if (settings.bound.mode == codecs::BoundMode::Lossless) {
+    CHECK(out[0].bytes == out[1].bytes);
+  } else {
+    CHECK(out[0].bytes.size() * 100 < out[1].bytes.size() * percent);
+  }
+  return out;
 }
 
 MotionField read_back(const MotionField& f) {
@@ -342,41 +368,17 @@ TEST_CASE("a second reference: bounded modes average two displaced references wh
     frames.emplace_back(f.begin(), f.end());
   }
   const auto predictor = make_classical_predictor("previous");
-  const GopFrames* gops[] = {&frames};
   const std::size_t counts[] = {frames.size()};
   for (const codecs::ErrorBound bound : {codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0},
                                          codecs::ErrorBound{codecs::BoundMode::PwRel, 0, 0.05}, codecs::ErrorBound{}}) {
     INFO(codecs::describe(bound));
     CodingSettings settings;
     settings.bound = bound;
-    CodingSettings one = settings;
-    one.second_reference = false;
-    const auto two = encode_gops(*predictor, shape, gops, settings);
-    const auto single = encode_gops(*predictor, shape, gops, one);
-    REQUIRE(two[0].bytes[0] == 12);
-    // Each pixel within its bound: E, or floor(R x) for pwrel; decoded as the encoder reconstructed.
-    auto decode_checked = [&](const EncodedGop& coded) {
-      const std::span<const std::uint8_t> chunk[] = {coded.bytes};
-      auto out = decode_gops(*predictor, shape, chunk, counts, settings);
-      REQUIRE(out[0] == coded.reconstruction);
-      for (std::size_t t = 0; t < frames.size(); ++t)
-        for (std::size_t i = 0; i < frames[t].size(); ++i) {
-          const int x = frames[t][i];
-          const int allowed = bound.mode == codecs::BoundMode::PwRel ? int(std::floor(bound.rel * x)) : int(bound.abs);
-          REQUIRE(std::abs(int(out[0][t][i]) - x) <= allowed);
-        }
-      return out;
-    };
-    const auto decoded = decode_checked(two[0]);
-    decode_checked(single[0]);
-    INFO("two references " << two[0].bytes.size() << " bytes, one " << single[0].bytes.size());
-    if (bound.mode == codecs::BoundMode::Lossless) {
-      CHECK(two[0].bytes == single[0].bytes);
-    } else {
-      CHECK(two[0].bytes.size() * 100 < single[0].bytes.size() * 97);
-    }
+    const auto one_reference = [](CodingSettings& s) { s.second_reference = false; };
+    const auto coded = with_and_without(*predictor, shape, frames, settings, one_reference, 97);
+    const auto decoded = decode_within_bound(*predictor, shape, frames, coded[0], settings);
     // Read as version 9, which has no second reference, the flags are misread: refused or other frames.
-    auto as_v9 = two[0].bytes;
+    auto as_v9 = coded[0].bytes;
     as_v9[0] = 9;
     const std::span<const std::uint8_t> old[] = {as_v9};
     try {
@@ -444,24 +446,11 @@ TEST_CASE("smoothed forecasts: bounded modes take them where they pay, and decod
     frames.emplace_back(f.begin(), f.end());
   }
   const auto predictor = make_classical_predictor("previous");
-  const GopFrames* gops[] = {&frames};
   for (const codecs::ErrorBound bound : {codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0}, codecs::ErrorBound{}}) {
     INFO(codecs::describe(bound));
     CodingSettings settings;
     settings.bound = bound;
-    CodingSettings sharp = settings;
-    sharp.smoothed_forecast = false;
-    const auto smoothed = encode_gops(*predictor, shape, gops, settings);
-    const auto plain = encode_gops(*predictor, shape, gops, sharp);
-    REQUIRE(smoothed[0].bytes[0] == 12);
-    decode_within_bound(*predictor, shape, frames, smoothed[0], settings);
-    decode_within_bound(*predictor, shape, frames, plain[0], settings);
-    INFO("smoothed " << smoothed[0].bytes.size() << " bytes, not " << plain[0].bytes.size());
-    if (bound.mode == codecs::BoundMode::Lossless) {
-      CHECK(smoothed[0].bytes == plain[0].bytes);  // not weighed losslessly
-    } else {
-      CHECK(smoothed[0].bytes.size() * 100 < plain[0].bytes.size() * 99);
-    }
+    with_and_without(*predictor, shape, frames, settings, [](CodingSettings& s) { s.smoothed_forecast = false; }, 99);
   }
 }
 
