@@ -775,7 +775,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     std::size_t parts = 1;
   };
   std::vector<Candidate> candidates;
-  // Side classes: the shift whose activities give the smallest estimate (one stripe, every fourth
+  // Side classes: the shift whose activities give the smallest estimate (one stripe, every eighth
   // row, the eight-neighbour shape unless only six may be), kept where it saves kMinSideGain.
   std::uint32_t side_shift = 0;
   if (!side.empty()) {
@@ -783,7 +783,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
       use_side = with;
       std::vector<std::uint64_t> h(kMaxContexts * kMaxTokens, 0);
       for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) {
-        if (row % 4 != 0) return;
+        if (row % 8 != 0) return;
         const std::uint8_t* t = token_row(row);
         row_contexts(t, row_tokens(upper), row_tokens(upper2), side_row(row), row_index.data());
         for (std::size_t x = 0; x < width; ++x) ++h[row_index[x] * kMaxTokens + t[x]];

@@ -937,6 +937,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     // At most a symbol a sample: grown by doubling, the vector was copied again and again (2% of
     // encoding colour vtest with --profile fast).
     coded[g].symbols.reserve(frames.size() * shape.size());
+    coded[g].side.reserve(frames.size() * shape.size());
     if (colour) coded[g].channel_plans.assign(frames.size(), 0);
     for (std::uint32_t c = 0; c < shape.channels; ++c) code_plane(g, 0, c, {});
     if (settings.key_frame_uncoded) {
