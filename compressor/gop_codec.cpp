@@ -18,13 +18,13 @@
 #include "codecs/codec_error.hpp"
 #include "codecs/colour_transform.hpp"
 #include "codecs/forecast_blocks.hpp"
-#include "codecs/striped_rans.hpp"
 #include "codecs/interval_quantizer.hpp"
 #include "codecs/linear_quantizer.hpp"
 #include "codecs/lzma_frame.hpp"
 #include "codecs/pixel_frames.hpp"
 #include "codecs/plane_transform.hpp"
 #include "codecs/sparse_frames.hpp"
+#include "codecs/striped_rans.hpp"
 #include "codecs/symbol_coder.hpp"
 #include "codecs/zstd_frame.hpp"
 #include "format/byte_io.hpp"
@@ -749,7 +749,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     const bool sequential = !predictor.bidirectional();
     const bool bounded = uniform ? tolerance0 > 0 : settings.bound.mode != codecs::BoundMode::Lossless;
     const bool second = sequential && settings.second_reference && bounded;
-    std::uint32_t flags = 0;  // the frame's flags symbol (kBiPrediction, kSmoothedForecast)
+    std::uint32_t flags = 0;  // the frame's flags symbol (kBiPrediction, kSmoothedForecast, kWeaklySmoothed)
     if (far != kNoFrame && (!sequential || second)) {
       // Bi-prediction: the field towards the far side too, and the mean of both displaced frames
       // (what averaging both sides gains on noise, with motion). The flags symbol says which was taken.
