@@ -265,6 +265,77 @@ template <class Step, class Rec, class Step16>
                                     _mm512_set1_epi32(max_value)}};
   intra_rows_avx512(symbols, width, height, out, step, rec, step16);
 }
+
+// quantize_uniform_avx2's bin of eight residuals: (|r| + e) * m >> 32 by two 32 x 32 -> 64-bit
+// multiplications (even and odd lanes), with the residual's sign (r == 0: bin 0, since e < w).
+[[gnu::target("avx2")]] inline __m256i uniform_bin8(__m256i r, __m256i e, __m256i m) {
+  const __m256i u = _mm256_add_epi32(_mm256_abs_epi32(r), e);
+  const __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(u, m), 32);
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(u, 32), m);
+  return _mm256_sign_epi32(_mm256_blend_epi32(even, odd, 0xAA), r);
+}
+
+// One step of quantize_plane_intra's uniform loop for eight rows (wavefront_avx2.hpp's strips8):
+// IntraStep's forecast f from the reconstructed neighbours, the original pixel's bin, and the
+// reconstruction f + q w clamped to the pixel range, which the next pixels are forecast from.
+struct IntraQuantizeStep {
+  __m256i e, w, m, max_value;
+  [[gnu::target("avx2")]] __m256i operator()(__m256i a, __m256i b, __m256i c, __m256i x, std::size_t i) const {
+    const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
+    __m256i f = _mm256_max_epi32(lo, _mm256_min_epi32(hi, _mm256_add_epi32(_mm256_sub_epi32(a, c), b)));
+    if (i < 8) f = _mm256_blendv_epi8(f, b, wavefront_avx2::column0(i));
+    const __m256i q = uniform_bin8(_mm256_sub_epi32(x, f), e, m);
+    const __m256i y = _mm256_add_epi32(f, _mm256_mullo_epi32(q, w));
+    return _mm256_min_epi32(_mm256_max_epi32(y, _mm256_setzero_si256()), max_value);
+  }
+};
+
+// quantize_plane_intra's uniform case in AVX2, in two passes: the reconstruction, whose chain of
+// forecasts runs sixteen (then eight) rows at once as the decoder's wavefront does, rows below
+// whole strips and row 0 the portable way; then each pixel's bin from the finished reconstruction,
+// which gives every forecast again without a chain (the forecast of a pixel depends only on
+// reconstructed neighbours, so it is the one the first pass used). The same symbols and pixels as
+// the portable loop.
+[[gnu::target("avx2")]] void intra_quantize_avx2(const std::uint16_t* plane, std::size_t width, std::size_t height,
+                                                const UniformBins& bins, std::int32_t max_value, std::int32_t* symbols,
+                                                std::uint16_t* recon) {
+  const auto scalar = [&](std::size_t y) {
+    for (std::size_t i = y * width, x = 0; x < width; ++i, ++x) {
+      const std::int32_t f = std::int32_t(intra_forecast(std::span<const std::uint16_t>(recon, (y + 1) * width), i, x, width));
+      recon[i] = std::uint16_t(std::clamp(f + bins.bin(std::int32_t(plane[i]) - f) * bins.w, 0, max_value));
+    }
+  };
+  scalar(0);
+  IntraQuantizeStep step{_mm256_set1_epi32(bins.e), _mm256_set1_epi32(bins.w), _mm256_set1_epi32(std::int32_t(bins.m)),
+                         _mm256_set1_epi32(max_value)};
+  std::size_t y = 1;
+  for (; y + 16 <= height; y += 16) wavefront_avx2::strips8<2>(plane, recon, width, y, step);
+  for (; y + 8 <= height; y += 8) wavefront_avx2::strips8<1>(plane, recon, width, y, step);
+  for (; y < height; ++y) scalar(y);
+  // The bins: the first row and column the portable way, the rest eight a step.
+  const __m256i e = step.e, m = step.m;
+  for (std::size_t row = 0; row < height; ++row) {
+    const std::uint16_t* x = plane + row * width;
+    const std::uint16_t* r = recon + row * width;
+    std::int32_t* q = symbols + row * width;
+    std::size_t col = 0;
+    if (row > 0 && width > 8) {
+      const std::uint16_t* up = r - width;
+      q[0] = bins.bin(std::int32_t(x[0]) - std::int32_t(up[0]));
+      for (col = 1; col + 8 <= width; col += 8) {
+        const __m256i a = load_forecast(r + col - 1), b = load_forecast(up + col), c = load_forecast(up + col - 1);
+        const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
+        const __m256i f = _mm256_max_epi32(lo, _mm256_min_epi32(hi, _mm256_sub_epi32(_mm256_add_epi32(a, b), c)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + col), uniform_bin8(_mm256_sub_epi32(load_forecast(x + col), f), e, m));
+      }
+    }
+    for (; col < width; ++col) {
+      const std::size_t i = row * width + col;
+      q[col] = bins.bin(std::int32_t(x[col]) -
+                        std::int32_t(intra_forecast(std::span<const std::uint16_t>(recon, (row + 1) * width), i, col, width)));
+    }
+  }
+}
 #endif
 
 void check_sizes(std::size_t a, std::size_t b, std::size_t c) {
@@ -401,7 +472,7 @@ void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std
 
 void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
                           std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
-                          std::vector<std::uint16_t>& literals) {
+                          std::vector<std::uint16_t>& literals, SimdPath path) {
   check_sizes(plane.size(), symbols.size(), recon.size());
   if (width == 0 || plane.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
   if (bound.lossless()) {
@@ -431,6 +502,12 @@ void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t widt
   if (bound.pointwise_rel <= 0 && UniformBins::exact(bound.tolerance)) {
     const UniformBins bins(bound.tolerance);
     const std::int32_t max_value = std::int32_t(bound.max_value);
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+    if (path >= SimdPath::avx2)
+      return intra_quantize_avx2(plane.data(), width, plane.size() / width, bins, max_value, symbols.data(), recon.data());
+#else
+    (void)path;
+#endif
     for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1)) {
       const std::int32_t f = std::int32_t(intra_forecast(recon, i, x, width));
       const std::int32_t q = bins.bin(std::int32_t(plane[i]) - f);

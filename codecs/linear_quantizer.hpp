@@ -91,9 +91,11 @@ void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std
 
 // Key-frame planes: each pixel is forecast by the median edge detector (LOCO-I) from its already
 // reconstructed left, upper and upper-left neighbours, so quantization runs pixel by pixel.
+// `path`: a uniform tolerance in AVX2 runs sixteen rows at once (the decoder's wavefront); the same
+// symbols and pixels on every path.
 void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
                           std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
-                          std::vector<std::uint16_t>& literals);
+                          std::vector<std::uint16_t>& literals, SimdPath path = simd_path());
 // `path`: lossless and uniform-tolerance planes of at least 16 columns reconstruct eight rows a
 // vector in AVX2 (codecs/wavefront_avx2.hpp); the same pixels on every path.
 void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t width, const PlaneBound& bound,

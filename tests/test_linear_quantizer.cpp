@@ -339,3 +339,46 @@ TEST_CASE("sampled intra symbols are the lossless intra symbols of the sampled r
     }
   }
 }
+
+TEST_CASE("quantize_plane_intra gives the portable path's symbols and pixels on every SIMD path", "[codecs][quantizer][simd]") {
+  // Smooth, textured and sparse planes, and planes whose pixels sit at both ends of the range
+  // (clamped reconstructions), under tolerances from 1 up to a bin wider than the range; widths
+  // below, at and beside the AVX2 steps, heights below, at and beside whole strips of 8 and 16.
+  std::mt19937 rng(22);
+  for (const std::uint32_t max_value : {255u, 4095u, 65535u}) {
+    for (const std::uint32_t tolerance : {1u, 2u, 7u, 300u, 16382u}) {
+      for (const std::size_t width : {1u, 7u, 8u, 9u, 16u, 33u, 100u}) {
+        for (const std::size_t height : {1u, 2u, 8u, 9u, 16u, 17u, 40u}) {
+          for (const int kind : {0, 1, 2, 3}) {  // smooth, textured, sparse, extremes
+            PlaneBound bound;
+            bound.max_value = max_value;
+            bound.tolerance = tolerance;
+            const std::size_t n = width * height;
+            std::vector<std::uint16_t> plane(n);
+            for (std::size_t i = 0; i < n; ++i) {
+              const std::uint32_t x = std::uint32_t(i % width), y = std::uint32_t(i / width);
+              std::uint32_t v = kind == 0 ? (x * 3 + y * 5) % (max_value + 1) : rng() % (max_value + 1);
+              if (kind == 2) v = (y % 9 == 4 && rng() % 4 == 0) ? rng() % (max_value + 1) : 7 % (max_value + 1);
+              if (kind == 3) v = rng() % 2 == 0 ? max_value - rng() % 3 : rng() % 3;
+              plane[i] = std::uint16_t(v);
+            }
+            std::vector<std::int32_t> expected(n), symbols(n);
+            std::vector<std::uint16_t> expected_recon(n), recon(n), literals;
+            quantize_plane_intra(plane, width, bound, expected, expected_recon, literals, SimdPath::portable);
+            for (std::size_t i = 0; i < n; ++i)
+              REQUIRE(std::abs(int(expected_recon[i]) - int(plane[i])) <= int(tolerance));
+            for (const SimdPath path : supported_simd_paths()) {
+              INFO("path " << simd_name(path) << " max " << max_value << " tolerance " << tolerance << " " << width << "x"
+                            << height << " kind " << kind);
+              std::fill(symbols.begin(), symbols.end(), -12345);
+              std::fill(recon.begin(), recon.end(), std::uint16_t(12345));
+              quantize_plane_intra(plane, width, bound, symbols, recon, literals, path);
+              REQUIRE(symbols == expected);
+              REQUIRE(recon == expected_recon);
+            }
+          }
+        }
+      }
+    }
+  }
+}
