@@ -50,22 +50,44 @@ struct MedianStep {
   }
 };
 
+// The sums within a vector of eight: three shifted adds.
+[[gnu::target("avx2")]] inline __m256i vector_prefix_sums(__m256i v) {
+  v = _mm256_add_epi32(v, _mm256_slli_si256(v, 4));  // within each 128-bit half
+  v = _mm256_add_epi32(v, _mm256_slli_si256(v, 8));
+  const __m256i last_of_low = _mm256_permutevar8x32_epi32(v, _mm256_set1_epi32(3));
+  return _mm256_add_epi32(v, _mm256_blend_epi32(_mm256_setzero_si256(), last_of_low, 0xF0));
+}
+
 // The left transform's inverse on one row, eight values a step: each row's running (wrapping)
 // sum, a prefix sum within the vector in three shifted adds plus the carry of the vectors before
 // (the portable loop is one serial add per value: 4% of colour video's decoding). The same sums
 // (addition modulo 2^32 in any order). Returns the values done; the caller finishes the row.
 [[gnu::target("avx2")]] std::size_t prefix_sums_avx2(std::int32_t* row, std::size_t width) {
   __m256i carry = _mm256_setzero_si256();  // every lane: the sum of the values before the vector
-  const __m256i last_of_low = _mm256_set1_epi32(3), last = _mm256_set1_epi32(7);
+  const __m256i last = _mm256_set1_epi32(7);
   std::size_t x = 0;
   for (; x + 8 <= width; x += 8) {
-    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x));
-    v = _mm256_add_epi32(v, _mm256_slli_si256(v, 4));  // within each 128-bit half
-    v = _mm256_add_epi32(v, _mm256_slli_si256(v, 8));
-    v = _mm256_add_epi32(v, _mm256_blend_epi32(_mm256_setzero_si256(), _mm256_permutevar8x32_epi32(v, last_of_low), 0xF0));
-    v = _mm256_add_epi32(v, carry);
+    const __m256i v = _mm256_add_epi32(vector_prefix_sums(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x))), carry);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + x), v);
     carry = _mm256_permutevar8x32_epi32(v, last);
+  }
+  return x == 0 ? 1 : x;
+}
+
+// prefix_sums_avx2 on two rows at once: each vector's sums wait on the carry of the vector before
+// (an add and a permute), so a second row's independent chain fills that wait. Returns the values
+// done in each row.
+[[gnu::target("avx2")]] std::size_t prefix_sums2_avx2(std::int32_t* row0, std::int32_t* row1, std::size_t width) {
+  __m256i carry0 = _mm256_setzero_si256(), carry1 = _mm256_setzero_si256();
+  const __m256i last = _mm256_set1_epi32(7);
+  std::size_t x = 0;
+  for (; x + 8 <= width; x += 8) {
+    const __m256i v0 = _mm256_add_epi32(vector_prefix_sums(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row0 + x))), carry0);
+    const __m256i v1 = _mm256_add_epi32(vector_prefix_sums(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row1 + x))), carry1);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(row0 + x), v0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(row1 + x), v1);
+    carry0 = _mm256_permutevar8x32_epi32(v0, last);
+    carry1 = _mm256_permutevar8x32_epi32(v1, last);
   }
   return x == 0 ? 1 : x;
 }
@@ -144,7 +166,21 @@ void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> pl
   // same arithmetic, so the same values (tests/test_plane_transform.cpp checks it against predict()).
   std::int32_t* p = plane.data();
   if (transform == PlaneTransform::Left) {
-    for (std::size_t y = y_begin; y < y_end; ++y) {
+    std::size_t y = y_begin;
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+    // Two rows at a time: a row's first value is its first sum, so the next row's first value
+    // (the row above's first plus its own) is known before either row's sums.
+    if (path >= SimdPath::avx2)
+      for (; y + 2 <= y_end; y += 2) {
+        std::int32_t* row = p + y * width;
+        std::int32_t* next = row + width;
+        if (y > 0) row[0] = wrap_add(row[0], row[-std::ptrdiff_t(width)]);
+        next[0] = wrap_add(next[0], row[0]);
+        const std::size_t done = prefix_sums2_avx2(row, next, width);
+        for (std::size_t x = done; x < width; ++x) row[x] = wrap_add(row[x], row[x - 1]), next[x] = wrap_add(next[x], next[x - 1]);
+      }
+#endif
+    for (; y < y_end; ++y) {
       std::int32_t* row = p + y * width;
       if (y > 0) row[0] = wrap_add(row[0], row[-std::ptrdiff_t(width)]);
       std::size_t x = 1;

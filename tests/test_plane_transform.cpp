@@ -99,8 +99,8 @@ TEST_CASE("the median and left inverses give the portable path's values on every
   // on every input, the wrapping sums and the extremes too. Passes of 8 rows as the decoder makes
   // them, and of other sizes, so that strips start on any row.
   std::mt19937 rng(15);
-  for (const std::size_t width : {16u, 17u, 23u, 40u, 100u}) {
-    for (const std::size_t height : {2u, 9u, 16u, 17u, 33u, 50u}) {
+  for (const std::size_t width : {1u, 7u, 8u, 16u, 17u, 23u, 40u, 100u}) {
+    for (const std::size_t height : {1u, 2u, 9u, 16u, 17u, 33u, 50u}) {
       for (const int kind : {0, 1, 2, 3}) {  // small, extreme, sparse, a coded smooth plane
         std::vector<std::int32_t> symbols(width * height);
         for (std::size_t i = 0; i < symbols.size(); ++i) {
