@@ -181,7 +181,7 @@ EncodeMemo::Key chunk_key(const GopSymbols& g, const FrameShape& shape, const Co
   EncodeMemo::Hasher h;
   h.value(shape.width).value(shape.height).value(shape.channels).value(std::uint8_t(settings.quantizer));
   h.value(settings.zstd_level).value(settings.zstd_win_level).value(settings.zstd_win_margin);
-  h.value(settings.rans_coder).value(settings.adaptive_coder).value(settings.lzma_coder).value(settings.side_classes);
+  h.value(settings.rans_coder).value(settings.adaptive_coder).value(settings.lzma_coder).value(settings.side_classes).value(settings.measured_motion_channel);
   h.value(std::uint64_t(g.planes.size())).add(std::span<const std::uint8_t>(g.channel_plans));
   for (const auto& frame : g.planes) {
     h.value(std::uint64_t(frame.size()));
@@ -349,6 +349,7 @@ void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span
 }
 
 constexpr std::size_t kNoFrame = SIZE_MAX;
+constexpr std::uint32_t kChannelUnknown = UINT32_MAX;  // a GOP's searching channel, not measured yet
 // Rows a plane's decoding carries through its per-pixel passes together (docs/performance.md).
 constexpr std::size_t kRowsPerPass = 16;
 
@@ -624,64 +625,36 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     }
     related_frames[g].clear();
   };
-  // Coded block motion (codecs/block_motion.hpp), decided per frame: channel 0 searches the vectors
-  // against its previous reconstruction, and every channel is displaced by them, so that channel
-  // deltas still find aligned residuals (measured on colour video: with vectors or decisions per
-  // channel, the deltas of channels 1 and 2 cost 25% more and the archive grew). Motion is kept
-  // where the estimated cost of all channels' residuals plus the vectors is below the forecast's.
-  // Fills `compensated` (all channels) and motion_symbols; returns the decision.
+  // Coded block motion (codecs/block_motion.hpp), decided per frame: one channel searches the
+  // vectors against its previous reconstruction, and every channel is displaced by them, so that
+  // channel deltas still find aligned residuals (measured on colour video: with vectors or
+  // decisions per channel, the deltas of channels 1 and 2 cost 25% more and the archive grew).
+  // Motion is kept where the estimated cost of all channels' residuals plus the vectors is below
+  // the forecast's. Fills `compensated` (all channels) and motion_symbols; returns the decision.
+  // The searching channel (search_channel) is each GOP's own, measured at its first frame with
+  // motion: every channel's field, each frame's estimate with it, the smallest kept (the decoder
+  // reads the vectors whichever channel found them). Channel 0 alone, as before, gave the same
+  // pixels a 4% larger archive from a PNG folder (blue first) than from RGB arrays on the film
+  // clip at abs 2 (docs/defaults.md, "The channel that searches the motion").
   std::vector<std::int32_t> cost_current(settings.coded_motion ? plane_size : 0), cost_previous(cost_current.size()),
       cost_delta(cost_current.size());
   std::vector<std::uint16_t> cost_recon(cost_current.size());
   std::vector<std::uint16_t> cost_literals;
+  std::vector<std::uint32_t> search_channel(gops.size(), kChannelUnknown);
   auto choose_motion = [&](std::size_t g, std::size_t t, const std::uint16_t* frame, const std::uint16_t* frame_forecast,
                            std::span<const std::uint16_t> forecast0, std::uint32_t tolerance0) {
     motion_symbols.clear();
     const std::uint16_t* previous_frame = encoded[g].reconstruction[reference[g][t]].data();
-    const std::span<const std::uint16_t> plane(frame, plane_size), near_plane(previous_frame, plane_size);
     codecs::MotionField& hint = motion_hints[g];
     const bool uniform = !settings.bound.pointwise();
-    if (uniform && (residual_bits.bits.empty() || residual_bits_tolerance != tolerance0)) {
-      residual_bits = codecs::ResidualBits::uniform(shape.max_value, tolerance0);
-      residual_bits_tolerance = tolerance0;
-    }
-    // The search against `reference_plane`, its candidates from `candidates` (through the memo).
-    auto search = [&](std::span<const std::uint16_t> reference_plane, const codecs::MotionField& candidates) {
-      EncodeMemo::Key key{};
-      if (memo) {
-        EncodeMemo::Hasher h;
-        h.add(plane).add(reference_plane).value(shape.width).value(shape.max_value).value(uniform ? tolerance0 : UINT32_MAX);
-        h.value(candidates.width).value(candidates.height).add(std::span<const codecs::MotionVector>(candidates.units));
-        h.add(std::span<const std::uint8_t>(candidates.modes));
-        key = h.key();
-        if (const codecs::MotionSearch* known = memo->search(key)) return *known;
-      }
-      codecs::MotionSearch found = codecs::search_motion(plane, reference_plane, shape.width,
-                                                         candidates.units.empty() ? nullptr : &candidates,
-                                                         uniform ? &residual_bits : nullptr, shape.max_value);
-      if (memo) memo->keep(key, found);
-      return found;
-    };
-    codecs::MotionSearch found = search(near_plane, hint);
-    hint = std::move(found.field);
-    std::uint64_t forecast_sad = found.zero_sad;
-    if (forecast0.data() != near_plane.data()) {
-      forecast_sad = 0;
-      for (std::size_t i = 0; i < plane_size; ++i) forecast_sad += std::uint64_t(std::abs(int(plane[i]) - int(forecast0[i])));
-    }
-    if (found.sad >= forecast_sad - forecast_sad / 64) return false;  // not worth estimating
-    codecs::MotionField field = hint;  // the hint stays the searched vectors: the next frame's candidates
+    const bool interval = settings.quantizer == QuantizerKind::Interval && settings.bound.mode != codecs::BoundMode::Lossless;
+    // Channel c of a frame, a plane.
+    const auto channel = [&](const std::uint16_t* f, std::uint32_t c) { return std::span<const std::uint16_t>(f + c * plane_size, plane_size); };
     auto compensate_all = [&](const codecs::MotionField& f, std::vector<std::uint16_t>& out) {
       for (std::uint32_t k = 0; k < shape.channels; ++k)
-        codecs::compensate(f, std::span<const std::uint16_t>(previous_frame + k * plane_size, plane_size),
-                           std::span<std::uint16_t>(out).subspan(k * plane_size, plane_size), shape.max_value);
+        codecs::compensate(f, channel(previous_frame, k), std::span<std::uint16_t>(out).subspan(k * plane_size, plane_size),
+                           shape.max_value);
     };
-    compensate_all(field, compensated);
-    codecs::append_motion_symbols(field, motion_symbols);
-    if (settings.quantizer == QuantizerKind::Interval && settings.bound.mode != codecs::BoundMode::Lossless) {
-      motion_symbols.insert(motion_symbols.begin(), 0u);  // flags: one side only, not smoothed
-      return found.sad + found.vector_bits < forecast_sad - forecast_sad / 32;
-    }
     // The estimate of the frame's residuals: each channel as it is, or as its difference from the
     // previous channel where the tolerances allow and that is smaller (a cheap stand-in for the
     // channel plan the GOP will take).
@@ -714,6 +687,69 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     auto cost_with = [&](const std::vector<std::uint16_t>& forecasts) {
       return frame_cost([&](std::uint32_t k) { return std::span<const std::uint16_t>(forecasts).subspan(k * plane_size, plane_size); });
     };
+    // The search of channel c against `reference` (that channel of a reference frame), its candidates
+    // from `candidates` (through the memo); the residual bits of c's tolerance.
+    std::uint32_t c = 0;  // the searching channel
+    std::uint32_t tolerance_c = tolerance0;
+    auto search = [&](std::span<const std::uint16_t> reference_plane, const codecs::MotionField& candidates) {
+      const std::span<const std::uint16_t> plane = channel(frame, c);
+      if (uniform && (residual_bits.bits.empty() || residual_bits_tolerance != tolerance_c)) {
+        residual_bits = codecs::ResidualBits::uniform(shape.max_value, tolerance_c);
+        residual_bits_tolerance = tolerance_c;
+      }
+      EncodeMemo::Key key{};
+      if (memo) {
+        EncodeMemo::Hasher h;
+        h.add(plane).add(reference_plane).value(shape.width).value(shape.max_value).value(uniform ? tolerance_c : UINT32_MAX);
+        h.value(candidates.width).value(candidates.height).add(std::span<const codecs::MotionVector>(candidates.units));
+        h.add(std::span<const std::uint8_t>(candidates.modes));
+        key = h.key();
+        if (const codecs::MotionSearch* known = memo->search(key)) return *known;
+      }
+      codecs::MotionSearch found = codecs::search_motion(plane, reference_plane, shape.width,
+                                                         candidates.units.empty() ? nullptr : &candidates,
+                                                         uniform ? &residual_bits : nullptr, shape.max_value);
+      if (memo) memo->keep(key, found);
+      return found;
+    };
+    auto use_channel = [&](std::uint32_t k) {
+      c = k;
+      tolerance_c = k == 0 ? tolerance0 : plane_tolerance(settings, channel(frame, k), shape.max_value);
+    };
+    if (search_channel[g] == kChannelUnknown) {
+      search_channel[g] = 0;
+      if (settings.measured_motion_channel && shape.channels > 1 && !interval &&
+          settings.bound.mode != codecs::BoundMode::Lossless) {
+        std::uint64_t best = UINT64_MAX;
+        for (std::uint32_t k = 0; k < shape.channels; ++k) {
+          use_channel(k);
+          const codecs::MotionSearch trial = search(channel(previous_frame, k), hint);
+          compensate_all(trial.field, spatial_compensated);
+          std::vector<std::uint32_t> symbols;
+          codecs::append_motion_symbols(trial.field, symbols);
+          if (const std::uint64_t cost = vector_cost_of(symbols) + cost_with(spatial_compensated); cost < best)
+            best = cost, search_channel[g] = k;
+        }
+      }
+    }
+    use_channel(search_channel[g]);
+    const std::span<const std::uint16_t> plane = channel(frame, c), near_plane = channel(previous_frame, c);
+    codecs::MotionSearch found = search(near_plane, hint);
+    hint = std::move(found.field);
+    std::uint64_t forecast_sad = found.zero_sad;
+    if (forecast0.data() != previous_frame) {
+      forecast_sad = 0;
+      const std::uint16_t* f = c == 0 ? forecast0.data() : frame_forecast + c * plane_size;  // channel 0's may be mapped
+      for (std::size_t i = 0; i < plane_size; ++i) forecast_sad += std::uint64_t(std::abs(int(plane[i]) - int(f[i])));
+    }
+    if (found.sad >= forecast_sad - forecast_sad / 64) return false;  // not worth estimating
+    codecs::MotionField field = hint;  // the hint stays the searched vectors: the next frame's candidates
+    compensate_all(field, compensated);
+    codecs::append_motion_symbols(field, motion_symbols);
+    if (interval) {
+      motion_symbols.insert(motion_symbols.begin(), 0u);  // flags: one side only, not smoothed
+      return found.sad + found.vector_bits < forecast_sad - forecast_sad / 32;
+    }
     std::uint64_t vector_cost = vector_cost_of(motion_symbols);
     std::uint64_t with = vector_cost + cost_with(compensated);
     // Spatial blocks (their DC as the forecast, so that the median transform predicts them from
@@ -722,8 +758,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     std::uint64_t spatial_gain = 0;  // the estimate's saving where spatial blocks were taken
     if (uniform && settings.spatial_blocks) {
       codecs::MotionField spatial = field;
-      if (codecs::choose_spatial_blocks(spatial, plane, near_plane, std::span<const std::uint16_t>(compensated.data(), plane_size),
-                                        residual_bits) > 0) {
+      if (codecs::choose_spatial_blocks(spatial, plane, near_plane, channel(compensated.data(), c), residual_bits) > 0) {
         compensate_all(spatial, spatial_compensated);
         std::vector<std::uint32_t> symbols;
         codecs::append_motion_symbols(spatial, symbols);
@@ -759,7 +794,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       codecs::MotionField towards_far = far_field(field, t, reference[g][t], far);
       std::vector<std::uint32_t> far_symbols;
       if (sequential) {
-        towards_far = search(std::span<const std::uint16_t>(far_frame, plane_size), towards_far).field;
+        towards_far = search(channel(far_frame, c), towards_far).field;
         codecs::append_motion_symbols(towards_far, far_symbols);
       }
       for (std::uint32_t k = 0; k < shape.channels; ++k) {

@@ -43,6 +43,10 @@ struct CodingSettings {
   // Encoder only, bounded modes: a frame's compensated forecast may be smoothed
   // (codecs::smooth_forecast) where its estimate says so (chunk version 12).
   bool smoothed_forecast = true;
+  // Encoder only, bounded modes: each colour GOP's motion is searched on the channel whose field
+  // gives its first frame with motion the smallest estimate, not always on channel 0
+  // (compressor/gop_codec.cpp, choose_motion; the decoder reads the vectors as they are).
+  bool measured_motion_channel = true;
   // Encoder only: a predictor with choices (auto) codes every GOP whole with each choice and keeps
   // the smallest, instead of measuring two 3-frame windows (--profile max).
   bool whole_gop_trials = false;
