@@ -29,6 +29,16 @@ namespace {
   return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(f)));
 }
 
+// UniformBins::bin of eight residuals: (|r| + e) * m >> 32 (m < 2^32 since w >= 3) by two
+// 32 x 32 -> 64-bit multiplications (even and odd lanes), with the residual's sign (r == 0: bin 0,
+// since e < w).
+[[gnu::target("avx2")]] inline __m256i uniform_bin8(__m256i r, __m256i e, __m256i m) {
+  const __m256i u = _mm256_add_epi32(_mm256_abs_epi32(r), e);
+  const __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(u, m), 32);
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(u, 32), m);
+  return _mm256_sign_epi32(_mm256_blend_epi32(even, odd, 0xAA), r);
+}
+
 // dequantize_plane's uniform path in 32 bits (the caller checked that it cannot overflow): the
 // symbol clamped to +-limit bins, then f + q w clamped to the pixel range.
 [[gnu::target("avx2")]] std::size_t dequantize_uniform_avx2(const std::int32_t* q, const std::uint16_t* f, std::uint16_t* out,
@@ -67,9 +77,8 @@ namespace {
   return i;
 }
 
-// quantize_plane's uniform path: bin (|r| + e) * m >> 32 (UniformBins, m < 2^32 since w >= 3)
-// by two 32 x 32 -> 64-bit multiplications (even and odd lanes), the residual's sign, then
-// f + q w clamped to the pixel range. Returns the pixels done (whole vectors).
+// quantize_plane's uniform path: each residual's bin (uniform_bin8), then f + q w clamped to the
+// pixel range. Returns the pixels done (whole vectors).
 [[gnu::target("avx2")]] std::size_t quantize_uniform_avx2(const std::uint16_t* x, const std::uint16_t* f, std::int32_t* q,
                                                          std::uint16_t* out, std::size_t n, std::int32_t e, std::int32_t w,
                                                          std::uint32_t m, std::int32_t max_value) {
@@ -78,12 +87,7 @@ namespace {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256i fi = load_forecast(f + i);
-    const __m256i r = _mm256_sub_epi32(load_forecast(x + i), fi);
-    const __m256i u = _mm256_add_epi32(_mm256_abs_epi32(r), ve);
-    const __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(u, vm), 32);
-    const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(u, 32), vm);
-    const __m256i bin = _mm256_blend_epi32(even, odd, 0xAA);
-    const __m256i qi = _mm256_sign_epi32(bin, r);  // r == 0: bin is 0 anyway (e < w)
+    const __m256i qi = uniform_bin8(_mm256_sub_epi32(load_forecast(x + i), fi), ve, vm);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), qi);
     const __m256i y = _mm256_add_epi32(fi, _mm256_mullo_epi32(qi, vw));
     store_pixels(out + i, _mm256_min_epi32(_mm256_max_epi32(y, zero), top));
@@ -266,26 +270,13 @@ template <class Step, class Rec, class Step16>
   intra_rows_avx512(symbols, width, height, out, step, rec, step16);
 }
 
-// quantize_uniform_avx2's bin of eight residuals: (|r| + e) * m >> 32 by two 32 x 32 -> 64-bit
-// multiplications (even and odd lanes), with the residual's sign (r == 0: bin 0, since e < w).
-[[gnu::target("avx2")]] inline __m256i uniform_bin8(__m256i r, __m256i e, __m256i m) {
-  const __m256i u = _mm256_add_epi32(_mm256_abs_epi32(r), e);
-  const __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(u, m), 32);
-  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(u, 32), m);
-  return _mm256_sign_epi32(_mm256_blend_epi32(even, odd, 0xAA), r);
-}
-
-// One step of quantize_plane_intra's uniform loop for eight rows (wavefront_avx2.hpp's strips8):
-// IntraStep's forecast f from the reconstructed neighbours, the original pixel's bin, and the
-// reconstruction f + q w clamped to the pixel range, which the next pixels are forecast from.
-struct IntraQuantizeStep {
+// IntraStep's `Rec` for quantize_plane_intra's uniform loop: its input is the original pixel x,
+// and it returns the reconstruction f + bin(x - f) w clamped to the pixel range, which the next
+// pixels are forecast from.
+struct QuantizeRec {
   __m256i e, w, m, max_value;
-  [[gnu::target("avx2")]] __m256i operator()(__m256i a, __m256i b, __m256i c, __m256i x, std::size_t i) const {
-    const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
-    __m256i f = _mm256_max_epi32(lo, _mm256_min_epi32(hi, _mm256_add_epi32(_mm256_sub_epi32(a, c), b)));
-    if (i < 8) f = _mm256_blendv_epi8(f, b, wavefront_avx2::column0(i));
-    const __m256i q = uniform_bin8(_mm256_sub_epi32(x, f), e, m);
-    const __m256i y = _mm256_add_epi32(f, _mm256_mullo_epi32(q, w));
+  [[gnu::target("avx2")]] __m256i operator()(__m256i f, __m256i x, std::size_t) const {
+    const __m256i y = _mm256_add_epi32(f, _mm256_mullo_epi32(uniform_bin8(_mm256_sub_epi32(x, f), e, m), w));
     return _mm256_min_epi32(_mm256_max_epi32(y, _mm256_setzero_si256()), max_value);
   }
 };
@@ -306,14 +297,14 @@ struct IntraQuantizeStep {
     }
   };
   scalar(0);
-  IntraQuantizeStep step{_mm256_set1_epi32(bins.e), _mm256_set1_epi32(bins.w), _mm256_set1_epi32(std::int32_t(bins.m)),
-                         _mm256_set1_epi32(max_value)};
+  IntraStep<QuantizeRec> step{{_mm256_set1_epi32(bins.e), _mm256_set1_epi32(bins.w), _mm256_set1_epi32(std::int32_t(bins.m)),
+                                _mm256_set1_epi32(max_value)}};
   std::size_t y = 1;
   for (; y + 16 <= height; y += 16) wavefront_avx2::strips8<2>(plane, recon, width, y, step);
   for (; y + 8 <= height; y += 8) wavefront_avx2::strips8<1>(plane, recon, width, y, step);
   for (; y < height; ++y) scalar(y);
   // The bins: the first row and column the portable way, the rest eight a step.
-  const __m256i e = step.e, m = step.m;
+  const __m256i e = step.rec.e, m = step.rec.m;
   for (std::size_t row = 0; row < height; ++row) {
     const std::uint16_t* x = plane + row * width;
     const std::uint16_t* r = recon + row * width;
@@ -323,9 +314,7 @@ struct IntraQuantizeStep {
       const std::uint16_t* up = r - width;
       q[0] = bins.bin(std::int32_t(x[0]) - std::int32_t(up[0]));
       for (col = 1; col + 8 <= width; col += 8) {
-        const __m256i a = load_forecast(r + col - 1), b = load_forecast(up + col), c = load_forecast(up + col - 1);
-        const __m256i lo = _mm256_min_epi32(a, b), hi = _mm256_max_epi32(a, b);
-        const __m256i f = _mm256_max_epi32(lo, _mm256_min_epi32(hi, _mm256_sub_epi32(_mm256_add_epi32(a, b), c)));
+        const __m256i f = wavefront_avx2::median8(load_forecast(r + col - 1), load_forecast(up + col), load_forecast(up + col - 1));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + col), uniform_bin8(_mm256_sub_epi32(load_forecast(x + col), f), e, m));
       }
     }

@@ -181,7 +181,8 @@ EncodeMemo::Key chunk_key(const GopSymbols& g, const FrameShape& shape, const Co
   EncodeMemo::Hasher h;
   h.value(shape.width).value(shape.height).value(shape.channels).value(std::uint8_t(settings.quantizer));
   h.value(settings.zstd_level).value(settings.zstd_win_level).value(settings.zstd_win_margin);
-  h.value(settings.rans_coder).value(settings.adaptive_coder).value(settings.lzma_coder).value(settings.side_classes).value(settings.measured_motion_channel);
+  h.value(settings.rans_coder).value(settings.adaptive_coder).value(settings.lzma_coder).value(settings.side_classes);
+  h.value(settings.measured_motion_channel);
   h.value(std::uint64_t(g.planes.size())).add(std::span<const std::uint8_t>(g.channel_plans));
   for (const auto& frame : g.planes) {
     h.value(std::uint64_t(frame.size()));
@@ -648,8 +649,10 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     codecs::MotionField& hint = motion_hints[g];
     const bool uniform = !settings.bound.pointwise();
     const bool interval = settings.quantizer == QuantizerKind::Interval && settings.bound.mode != codecs::BoundMode::Lossless;
-    // Channel c of a frame, a plane.
-    const auto channel = [&](const std::uint16_t* f, std::uint32_t c) { return std::span<const std::uint16_t>(f + c * plane_size, plane_size); };
+    // Channel k of a frame, a plane.
+    const auto channel = [&](const std::uint16_t* f, std::uint32_t k) {
+      return std::span<const std::uint16_t>(f + k * plane_size, plane_size);
+    };
     auto compensate_all = [&](const codecs::MotionField& f, std::vector<std::uint16_t>& out) {
       for (std::uint32_t k = 0; k < shape.channels; ++k)
         codecs::compensate(f, channel(previous_frame, k), std::span<std::uint16_t>(out).subspan(k * plane_size, plane_size),
@@ -687,8 +690,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     auto cost_with = [&](const std::vector<std::uint16_t>& forecasts) {
       return frame_cost([&](std::uint32_t k) { return std::span<const std::uint16_t>(forecasts).subspan(k * plane_size, plane_size); });
     };
-    // The search of channel c against `reference` (that channel of a reference frame), its candidates
-    // from `candidates` (through the memo); the residual bits of c's tolerance.
+    // The search of channel c against `reference_plane` (that channel of a reference frame), its
+    // candidates from `candidates` (through the memo), residuals estimated with c's tolerance.
     std::uint32_t c = 0;  // the searching channel
     std::uint32_t tolerance_c = tolerance0;
     auto search = [&](std::span<const std::uint16_t> reference_plane, const codecs::MotionField& candidates) {

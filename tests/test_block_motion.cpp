@@ -473,7 +473,8 @@ TEST_CASE("colour GOPs in bounded modes search their motion on the channel whose
     for (std::uint32_t c = 1; c < 3; ++c)
       for (std::uint32_t y = 0; y < shape.height; ++y)
         for (std::uint32_t x = 0; x < shape.width; ++x)
-          f[c * plane + y * shape.width + x] = std::uint16_t(texture(std::int64_t(x) - 2 * t, std::int64_t(y) - t, c) + int(rng() % 5) - 2);
+          f[c * plane + y * shape.width + x] =
+              std::uint16_t(texture(std::int64_t(x) - 2 * t, std::int64_t(y) - t, c) + int(rng() % 5) - 2);
     frames.emplace_back(f.begin(), f.end());
   }
   const auto predictor = make_classical_predictor("previous");
