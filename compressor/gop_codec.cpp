@@ -719,23 +719,27 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       c = k;
       tolerance_c = k == 0 ? tolerance0 : plane_tolerance(settings, channel(frame, k), shape.max_value);
     };
+    // A frame whose channels' fields all estimate the same (a still or black frame) decides
+    // nothing: the GOP's next frame measures again.
+    std::uint32_t searching = search_channel[g] == kChannelUnknown ? 0 : search_channel[g];
     if (search_channel[g] == kChannelUnknown) {
-      search_channel[g] = 0;
-      if (settings.measured_motion_channel && shape.channels > 1 && !interval &&
-          settings.bound.mode != codecs::BoundMode::Lossless) {
-        std::uint64_t best = UINT64_MAX;
-        for (std::uint32_t k = 0; k < shape.channels; ++k) {
-          use_channel(k);
-          const codecs::MotionSearch trial = search(channel(previous_frame, k), hint);
-          compensate_all(trial.field, spatial_compensated);
-          std::vector<std::uint32_t> symbols;
-          codecs::append_motion_symbols(trial.field, symbols);
-          if (const std::uint64_t cost = vector_cost_of(symbols) + cost_with(spatial_compensated); cost < best)
-            best = cost, search_channel[g] = k;
-        }
+      const bool measure = settings.measured_motion_channel && shape.channels > 1 && !interval && uniform &&
+                           settings.bound.mode != codecs::BoundMode::Lossless;
+      if (!measure) search_channel[g] = 0;
+      std::uint64_t best = UINT64_MAX, worst = 0;
+      for (std::uint32_t k = 0; measure && k < shape.channels; ++k) {
+        use_channel(k);
+        const codecs::MotionSearch trial = search(channel(previous_frame, k), hint);
+        compensate_all(trial.field, spatial_compensated);
+        std::vector<std::uint32_t> symbols;
+        codecs::append_motion_symbols(trial.field, symbols);
+        const std::uint64_t cost = vector_cost_of(symbols) + cost_with(spatial_compensated);
+        if (cost < best) best = cost, searching = k;
+        worst = std::max(worst, cost);
       }
+      if (measure && best < worst) search_channel[g] = searching;
     }
-    use_channel(search_channel[g]);
+    use_channel(searching);
     const std::span<const std::uint16_t> plane = channel(frame, c), near_plane = channel(previous_frame, c);
     codecs::MotionSearch found = search(near_plane, hint);
     hint = std::move(found.field);
