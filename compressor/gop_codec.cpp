@@ -632,9 +632,9 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   // decisions per channel, the deltas of channels 1 and 2 cost 25% more and the archive grew).
   // Motion is kept where the estimated cost of all channels' residuals plus the vectors is below
   // the forecast's. Fills `compensated` (all channels) and motion_symbols; returns the decision.
-  // The searching channel (search_channel) is each GOP's own, measured at its first frame with
-  // motion: every channel's field, each frame's estimate with it, the smallest kept (the decoder
-  // reads the vectors whichever channel found them). Channel 0 alone, as before, gave the same
+  // The searching channel (search_channel) is each GOP's own, measured in bounded modes with a
+  // uniform tolerance at its first frame with motion: every channel's field, the frame's estimate
+  // with each, the smallest kept (the decoder reads the vectors whichever channel found them). Channel 0 alone, as before, gave the same
   // pixels a 4% larger archive from a PNG folder (blue first) than from RGB arrays on the film
   // clip at abs 2 (docs/defaults.md, "The channel that searches the motion").
   std::vector<std::int32_t> cost_current(settings.coded_motion ? plane_size : 0), cost_previous(cost_current.size()),
