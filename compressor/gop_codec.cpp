@@ -696,10 +696,6 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     std::uint32_t tolerance_c = tolerance0;
     auto search = [&](std::span<const std::uint16_t> reference_plane, const codecs::MotionField& candidates) {
       const std::span<const std::uint16_t> plane = channel(frame, c);
-      if (uniform && (residual_bits.bits.empty() || residual_bits_tolerance != tolerance_c)) {
-        residual_bits = codecs::ResidualBits::uniform(shape.max_value, tolerance_c);
-        residual_bits_tolerance = tolerance_c;
-      }
       EncodeMemo::Key key{};
       if (memo) {
         EncodeMemo::Hasher h;
@@ -715,13 +711,19 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       if (memo) memo->keep(key, found);
       return found;
     };
+    // Channel k searches from here on, its residuals estimated with its tolerance's bits.
     auto use_channel = [&](std::uint32_t k) {
       c = k;
       tolerance_c = k == 0 ? tolerance0 : plane_tolerance(settings, channel(frame, k), shape.max_value);
+      if (uniform && (residual_bits.bits.empty() || residual_bits_tolerance != tolerance_c)) {
+        residual_bits = codecs::ResidualBits::uniform(shape.max_value, tolerance_c);
+        residual_bits_tolerance = tolerance_c;
+      }
     };
-    // A frame whose channels' fields all estimate the same (a still or black frame) decides
-    // nothing: the GOP's next frame measures again.
+    // A frame whose channels' fields all estimate the same (a repeated frame) decides nothing:
+    // the GOP's next frame measures again.
     std::uint32_t searching = search_channel[g] == kChannelUnknown ? 0 : search_channel[g];
+    std::optional<codecs::MotionSearch> kept;  // the measured channel's search, not run again below
     if (search_channel[g] == kChannelUnknown) {
       const bool measure = settings.measured_motion_channel && shape.channels > 1 && !interval && uniform &&
                            settings.bound.mode != codecs::BoundMode::Lossless;
@@ -729,19 +731,19 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       std::uint64_t best = UINT64_MAX, worst = 0;
       for (std::uint32_t k = 0; measure && k < shape.channels; ++k) {
         use_channel(k);
-        const codecs::MotionSearch trial = search(channel(previous_frame, k), hint);
+        codecs::MotionSearch trial = search(channel(previous_frame, k), hint);
         compensate_all(trial.field, spatial_compensated);
         std::vector<std::uint32_t> symbols;
         codecs::append_motion_symbols(trial.field, symbols);
         const std::uint64_t cost = vector_cost_of(symbols) + cost_with(spatial_compensated);
-        if (cost < best) best = cost, searching = k;
+        if (cost < best) best = cost, searching = k, kept = std::move(trial);
         worst = std::max(worst, cost);
       }
       if (measure && best < worst) search_channel[g] = searching;
     }
     use_channel(searching);
     const std::span<const std::uint16_t> plane = channel(frame, c), near_plane = channel(previous_frame, c);
-    codecs::MotionSearch found = search(near_plane, hint);
+    codecs::MotionSearch found = kept ? std::move(*kept) : search(near_plane, hint);
     hint = std::move(found.field);
     std::uint64_t forecast_sad = found.zero_sad;
     if (forecast0.data() != previous_frame) {
@@ -927,7 +929,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       inter_literals.clear();
       intra_literals.clear();
       codecs::quantize_plane(plane, forecast, bound, plane_symbols, recon, inter_literals);
-      codecs::side_classes(forecast, shape.width, shape.max_value, plane_side);
+      if (settings.side_classes) codecs::side_classes(forecast, shape.width, shape.max_value, plane_side);
       // Each plane's own estimates decide here; a colour frame's plan then codes its planes against
       // each other where that is smaller.
       const auto inter = codecs::choose_transform(plane_symbols, shape.width);
