@@ -1,5 +1,10 @@
 #include "codecs/rans_model.hpp"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TEZIP_HAVE_AVX2_TOKENS 1
+#endif
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -34,13 +39,58 @@ void TokenScheme::describe(std::uint32_t token, std::uint32_t& base, std::uint8_
   base = ((std::uint32_t{1} << msb_bits) | msb) << extra_bits;
 }
 
-std::vector<std::uint8_t> tokens_of(std::span<const std::uint32_t> ranks, std::uint64_t alphabet_size, const char* who) {
+#ifdef TEZIP_HAVE_AVX2_TOKENS
+namespace {
+
+// The default scheme's tokens of ranks[0, n) in steps of 32, into `out`; returns how many were
+// written and raises `largest` to the largest rank seen. A rank r >= 16 below 2^24 is exactly a
+// float whose bits >> 21 are (127 + e) * 4 + m, e = bit_width(r) - 1 and m its two bits below the
+// top one: the token 16 + (e - 4) * 4 + m is those bits less 508. Larger ranks give wrong tokens,
+// but only with an alphabet past 2^24, which the caller sends to the portable loop (or with a rank
+// outside the alphabet, which it refuses after).
+[[gnu::target("avx2")]] std::size_t tokens_avx2(const std::uint32_t* ranks, std::size_t n, std::uint8_t* out,
+                                                std::uint32_t& largest) {
+  const __m256i sixteen = _mm256_set1_epi32(16), bias = _mm256_set1_epi32(508);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // the packs' dwords back in order
+  __m256i most = _mm256_setzero_si256();
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i t[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i r = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ranks + i + 8 * k));
+      most = _mm256_max_epu32(most, r);
+      const __m256i wide = _mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(r)), 21), bias);
+      t[k] = _mm256_blendv_epi8(wide, r, _mm256_cmpgt_epi32(sixteen, r));
+    }
+    const __m256i bytes = _mm256_packus_epi16(_mm256_packus_epi32(t[0], t[1]), _mm256_packus_epi32(t[2], t[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permutevar8x32_epi32(bytes, order));
+  }
+  alignas(32) std::uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), most);
+  for (const std::uint32_t v : lanes) largest = std::max(largest, v);
+  return i;
+}
+
+}  // namespace
+#endif
+
+std::vector<std::uint8_t> tokens_of(std::span<const std::uint32_t> ranks, std::uint64_t alphabet_size, const char* who,
+                                    SimdPath path) {
   const TokenScheme scheme;
   std::vector<std::uint8_t> tokens(ranks.size());
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (ranks[i] >= alphabet_size) throw std::invalid_argument(std::string(who) + ": rank outside the alphabet");
+  std::uint32_t largest = 0;
+  std::size_t i = 0;
+#ifdef TEZIP_HAVE_AVX2_TOKENS
+  if (path >= SimdPath::avx2 && alphabet_size <= (std::uint64_t{1} << 24) && scheme.split_exp == 4 && scheme.msb_bits == 2)
+    i = tokens_avx2(ranks.data(), ranks.size(), tokens.data(), largest);
+#else
+  (void)path;
+#endif
+  for (; i < ranks.size(); ++i) {
+    largest = std::max(largest, ranks[i]);
     tokens[i] = static_cast<std::uint8_t>(scheme.token_of(ranks[i]));
   }
+  if (!ranks.empty() && largest >= alphabet_size) throw std::invalid_argument(std::string(who) + ": rank outside the alphabet");
   return tokens;
 }
 

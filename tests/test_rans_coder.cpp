@@ -11,6 +11,8 @@
 #include "codecs/range_coder.hpp"
 #include "codecs/rank_remap.hpp"
 #include "codecs/rans_coder.hpp"
+#include "codecs/rans_model.hpp"
+#include "codecs/simd.hpp"
 #include "codecs/symbol_coder.hpp"
 
 using namespace tezip::codecs;
@@ -78,6 +80,32 @@ TEST_CASE("rans coder round-trips huge alphabets and ranks", "[codecs][rans]") {
   }
   require_round_trip(powers, 0, std::uint64_t{1} << 32);
   require_round_trip(powers, 5, std::uint64_t{1} << 32);
+}
+
+TEST_CASE("tokens of ranks are the same on every SIMD path", "[codecs][rans][simd]") {
+  // Every rank below 2^24 that ends a power-of-two interval or sits in one (the float path's
+  // exponent and two mantissa bits), in runs of every length around the vector step of 32.
+  std::vector<std::uint32_t> ranks;
+  for (std::uint32_t b = 0; b < 24; ++b)
+    for (std::uint32_t r : {std::uint32_t{1} << b, (std::uint32_t{1} << b) - 1, (std::uint32_t{1} << b) + 1,
+                            (std::uint32_t{3} << b) >> 1, (std::uint32_t{7} << b) >> 2})
+      if (r < (std::uint32_t{1} << 24)) ranks.push_back(r);
+  std::mt19937 rng(11);
+  for (int i = 0; i < 3000; ++i) ranks.push_back((rng() & 0xFFFFFF) >> (rng() % 24));
+  const rans::TokenScheme scheme;
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{31}, std::size_t{32}, std::size_t{33},
+                              std::size_t{95}, ranks.size()}) {
+    const std::span<const std::uint32_t> part(ranks.data(), n);
+    for (const SimdPath path : supported_simd_paths()) {
+      CAPTURE(n, simd_name(path));
+      const auto tokens = rans::tokens_of(part, std::uint64_t{1} << 24, "test", path);
+      REQUIRE(tokens.size() == n);
+      for (std::size_t i = 0; i < n; ++i) REQUIRE(tokens[i] == scheme.token_of(part[i]));
+      // A rank outside the alphabet is refused on every path, wherever it lies.
+      if (n > 0) REQUIRE_THROWS_AS(rans::tokens_of(part, *std::max_element(part.begin(), part.end()), "test", path),
+                                   std::invalid_argument);
+    }
+  }
 }
 
 TEST_CASE("rans coder rejects ranks outside the alphabet on both sides", "[codecs][rans]") {
