@@ -350,19 +350,22 @@ struct WordPermutations {
 };
 constexpr WordPermutations kWordPermutations;
 
-// The encoder's counterpart: for each mask of the lanes that emit a word, the lanes that do, from
-// the highest down (the order encode_step pushes them), packed to the front.
-struct EmitPermutations {
+// The encoder's counterparts: for each mask of lanes, those lanes packed to the front, from the
+// highest down (the lanes that emit a word, in the order encode_step pushes them) or from the
+// lowest up (the symbols with extra bits, in column order).
+struct PackPermutations {
   alignas(32) std::array<std::array<std::int32_t, 8>, 256> lane{};
-  constexpr EmitPermutations() {
+  constexpr explicit PackPermutations(bool highest_first) {
     for (int m = 0; m < 256; ++m) {
       int k = 0;
-      for (int j = 8; j-- > 0;)
+      for (int i = 0; i < 8; ++i) {
+        const int j = highest_first ? 7 - i : i;
         if (m & (1 << j)) lane[m][k++] = j;
+      }
     }
   }
 };
-constexpr EmitPermutations kEmitPermutations;
+constexpr PackPermutations kEmitPermutations(true), kExtraPermutations(false);
 
 // Columns [x0, x1) of a row step of `lanes` stripes, all active, from `values` ([column][lane]) to
 // the stripes' rows, one value at a time: the SIMD kernels' columns past their last whole tile.
@@ -487,6 +490,49 @@ namespace {
 // returned (the rest, and the row's edges, the portable way): the sums of the six neighbours'
 // tokens (eight with `up2`), as row_contexts adds them, in 16-bit lanes, and the class as the
 // number of thresholds at or below the sum, which is what class_table stores.
+// The extra bits of a row's symbols that have any, each as its bits | their count << 24, in
+// column order, into `out` (room for width + 8); returns how many, and in `done` the first column
+// not reached. The default token scheme's extra bits are the rank's low (token - 16) / 4 + 2 bits
+// (TokenScheme::describe); ranks below 2^24 (their counts below 22).
+[[gnu::target("avx2,popcnt")]] std::size_t packed_extras_avx2(const std::uint8_t* t, const std::uint32_t* ranks,
+                                                             std::size_t width, std::uint32_t* out, std::size_t& done) {
+  const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2), fifteen = _mm256_set1_epi32(15);
+  std::size_t n = 0, x = 0;
+  for (; x + 8 <= width; x += 8) {
+    const __m256i token = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(t + x)));
+    const __m256i has = _mm256_cmpgt_epi32(token, fifteen);
+    const __m256i above = _mm256_srli_epi32(_mm256_sub_epi32(token, _mm256_set1_epi32(16)), 2);
+    const __m256i count = _mm256_and_si256(has, _mm256_add_epi32(above, two));
+    const __m256i low = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ranks + x)),
+                                         _mm256_sub_epi32(_mm256_sllv_epi32(one, count), one));
+    const unsigned mask = unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(has)));
+    const __m256i order = _mm256_load_si256(reinterpret_cast<const __m256i*>(kExtraPermutations.lane[mask].data()));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + n),
+                        _mm256_permutevar8x32_epi32(_mm256_or_si256(low, _mm256_slli_epi32(count, 24)), order));
+    n += std::size_t(_mm_popcnt_u32(mask));
+  }
+  done = x;
+  return n;
+}
+
+// Each symbol's table key, (left class of the token before it * kMaxContexts + context) *
+// kMaxTokens + token, over its context in `k`, for columns [1, width) of a row, 16 a step; returns
+// the first column it did not reach. The left class (left_class): 0 for token 0, 1 odd, 2 even.
+[[gnu::target("avx2")]] std::size_t table_keys_avx2(const std::uint8_t* t, std::uint16_t* k, std::size_t width) {
+  static_assert(kLeftClasses * kTableSize <= 65536, "keys fit 16-bit lanes");
+  const __m256i one = _mm256_set1_epi16(1), two = _mm256_set1_epi16(2), zero = _mm256_setzero_si256();
+  std::size_t x = 1;
+  for (; x + 16 <= width; x += 16) {
+    const __m256i left = bytes(t + x - 1);
+    const __m256i cls = _mm256_andnot_si256(_mm256_cmpeq_epi16(left, zero), _mm256_sub_epi16(two, _mm256_and_si256(left, one)));
+    const __m256i ctx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + x));
+    const __m256i key = _mm256_add_epi16(
+        _mm256_add_epi16(_mm256_slli_epi16(cls, 11), _mm256_slli_epi16(ctx, 7)), bytes(t + x));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(k + x), key);
+  }
+  return x;
+}
+
 [[gnu::target("avx2")]] std::size_t interior_classes_avx2(const std::uint8_t* t, const std::uint8_t* up, const std::uint8_t* up2,
                                                          const std::uint8_t* side, const SideTerms& terms, std::uint16_t* k,
                                                          std::size_t width) {
@@ -815,20 +861,14 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   // loses its upper right, the next part's first two their left ones), so a candidate's estimate
   // is its stripes' with those columns' symbols moved. 4 stripes are not a candidate of their own
   // (the portable decoder would run them); 32 stripes need no parts.
-  // These estimates count half the rows (row_in_sample) twice and the others not at all (the two
-  // shapes' passes over every row were a third of this coder's encoding), except the first and
-  // second rows of the most stripes (whose starts hold those of fewer stripes): once, so that a
-  // candidate's moves take from them what they put in. On cup the estimates came within 0.01% of
-  // every row's (docs/performance.md). Streams of fewer than kSampledRows rows count every row
-  // once: there a half's estimate strays further, and costs little. Every row's contexts are
-  // counted below for the tables.
+  // These estimates count half the rows (row_in_sample) twice and the others not at all, and the
+  // candidates move the counts of sampled rows only, by the same weight (the two shapes' passes
+  // over every row were a third of this coder's encoding). On cup they came within 0.01% of every
+  // row's (docs/performance.md). Streams of fewer than kSampledRows rows count every row once:
+  // there a half's estimate strays further, and costs little. Every row is counted below for the
+  // tables themselves.
   std::vector<std::uint8_t> weight(rows);
   for (std::size_t row = 0; row < rows; ++row) weight[row] = rows < kSampledRows ? 1 : row_in_sample(row) ? 2 : 0;
-  for (std::size_t first = 0; first < rows; first += segment_rows) {
-    const Stripes stripes(most, std::min(segment_rows, rows - first));
-    for (std::size_t l = 0; l < stripes.lanes; ++l)
-      for (std::size_t r = 0; r < std::min<std::size_t>(stripes.length(l), 2); ++r) weight[first + stripes.start[l] + r] = 1;
-  }
   for (const bool shape : {false, true}) {
     if ((context == StripedContext::six && shape) || (context == StripedContext::eight && !shape)) continue;
     wide = shape;
@@ -860,10 +900,11 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
       std::vector<std::uint64_t> striped = single;
       for_each_first_row(stripes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t single_upper,
                                       std::size_t single_upper2) {
+        const std::uint32_t w = weight[row];
+        if (w == 0) return;
         const std::uint8_t* t = token_row(row);
         row_contexts(t, row_tokens(single_upper), row_tokens(single_upper2), side_row(row), single_index.data());
         row_contexts(t, row_tokens(upper), row_tokens(upper2), side_row(row), row_index.data());
-        const std::uint32_t w = weight[row];  // 1
         for (std::size_t x = 0; x < width; ++x) {
           striped[single_index[x] * kMaxTokens + t[x]] -= w;
           striped[row_index[x] * kMaxTokens + t[x]] += w;
@@ -972,14 +1013,15 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
       if ((pending += width) >= (std::size_t{1} << 31)) add_parts(), pending = width;
       std::uint16_t* k = index.data() + row * width;
       const std::uint8_t* t = token_row(row);
-      auto key = [&](std::size_t x) {
-        const std::uint32_t left = x > 0 ? t[x - 1] : 0;
-        return k[x] = static_cast<std::uint16_t>((left_class(left) * kMaxContexts + k[x]) * kMaxTokens + t[x]);
-      };
-      std::size_t x = 0;
-      for (; x + kParts <= width; x += kParts)
-        for (std::size_t p = 0; p < kParts; ++p) ++h[p][key(x + p)];
-      for (; x < width; ++x) ++h[0][key(x)];
+      std::size_t x = 1;
+#ifdef TEZIP_HAVE_AVX2_KERNEL
+      if (path >= SimdPath::avx2) x = table_keys_avx2(t, k, width);
+#endif
+      for (; x < width; ++x) k[x] = static_cast<std::uint16_t>((left_class(t[x - 1]) * kMaxContexts + k[x]) * kMaxTokens + t[x]);
+      k[0] = static_cast<std::uint16_t>(k[0] * kMaxTokens + t[0]);  // nothing to the left: class 0
+      for (x = 0; x + kParts <= width; x += kParts)
+        for (std::size_t p = 0; p < kParts; ++p) ++h[p][k[x + p]];
+      for (; x < width; ++x) ++h[0][k[x]];
     }
     add_parts();
   }
@@ -1051,15 +1093,28 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
 #endif
 
   std::vector<BitWriter> extras(lanes);
+#ifdef TEZIP_HAVE_AVX2_KERNEL
+  // Most symbols of a residual stream have none (ranks below 16): only those that have go
+  // through the writer's chain.
+  const bool packed_extras = path >= SimdPath::avx2 && alphabet_size <= (std::uint64_t{1} << 24);
+  std::vector<std::uint32_t> packed(packed_extras ? width + 8 : 0);
+#endif
   for_each_segment([&](std::size_t first, const Stripes& stripes) {
     for (std::size_t l = 0; l < stripes.lanes; ++l)
       for (std::size_t r = 0; r < stripes.length(l); ++r) {
         const std::size_t at = row_offset(first + stripes.start[l] + r);
         const std::uint8_t* row_tokens = tokens.data() + at;
         const std::uint32_t* row_ranks = ranks.data() + at;
-        extras[l].put_n(width, [&](std::size_t i) {
-          const std::uint8_t t = row_tokens[i];
-          return std::pair<std::uint32_t, unsigned>(row_ranks[i] - token_base[t], token_bits[t]);
+        std::size_t x = 0;
+#ifdef TEZIP_HAVE_AVX2_KERNEL
+        if (packed_extras) {
+          const std::size_t n = packed_extras_avx2(row_tokens, row_ranks, width, packed.data(), x);
+          extras[l].put_n(n, [&](std::size_t i) { return std::pair<std::uint32_t, unsigned>(packed[i] & 0xFFFFFF, packed[i] >> 24); });
+        }
+#endif
+        extras[l].put_n(width - x, [&](std::size_t i) {
+          const std::uint8_t t = row_tokens[x + i];
+          return std::pair<std::uint32_t, unsigned>(row_ranks[x + i] - token_base[t], token_bits[t]);
         });
       }
   });
