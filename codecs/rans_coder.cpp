@@ -245,7 +245,7 @@ std::vector<std::uint8_t> encode_rans(std::span<const std::uint32_t> ranks, std:
   const Layout layout(n, row_width);
   const std::uint32_t token_count = scheme.token_count(std::max<std::uint64_t>(alphabet_size, 1));
 
-  const std::vector<std::uint8_t> tokens = tokens_of(ranks, alphabet_size, "encode_rans");
+  const Tokens tokens = tokens_of(ranks, alphabet_size, "encode_rans");
 
   const ClassTable classes = class_table(kDefaultThresholds);
   const std::size_t context_count = kDefaultThresholds.size() + 1;

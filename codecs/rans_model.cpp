@@ -74,10 +74,9 @@ namespace {
 }  // namespace
 #endif
 
-std::vector<std::uint8_t> tokens_of(std::span<const std::uint32_t> ranks, std::uint64_t alphabet_size, const char* who,
-                                    SimdPath path) {
+Tokens tokens_of(std::span<const std::uint32_t> ranks, std::uint64_t alphabet_size, const char* who, SimdPath path) {
   const TokenScheme scheme;
-  std::vector<std::uint8_t> tokens(ranks.size());
+  Tokens tokens(ranks.size());
   std::uint32_t largest = 0;
   std::size_t i = 0;
 #ifdef TEZIP_HAVE_AVX2_TOKENS

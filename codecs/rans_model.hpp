@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "codecs/buffer_pool.hpp"
 #include "codecs/simd.hpp"
 
 namespace tezip::codecs::rans {
@@ -55,8 +56,10 @@ struct TokenScheme {
 
 // The token of every rank under the default scheme; throws std::invalid_argument("<who>: rank
 // outside the alphabet") for a rank >= alphabet_size. AVX2 computes the same tokens from each
-// rank's float (its exponent and top mantissa bits) where the alphabet is below 2^24.
-std::vector<std::uint8_t> tokens_of(std::span<const std::uint32_t> ranks, std::uint64_t alphabet_size, const char* who,
+// rank's float (its exponent and top mantissa bits) where the alphabet is below 2^24. The buffer
+// comes from the pool, unzeroed (a stream's tokens are as many as its symbols).
+using Tokens = std::vector<std::uint8_t, BufferAllocator<std::uint8_t>>;
+Tokens tokens_of(std::span<const std::uint32_t> ranks, std::uint64_t alphabet_size, const char* who,
                                     SimdPath path = simd_path());
 
 // Where each context starts on the activity scale: about half-octave steps of the neighbours' mean

@@ -720,7 +720,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   if (segment_rows == 0 || segment_rows > rows) segment_rows = std::max<std::size_t>(rows, 1);
   const std::uint32_t token_count = scheme.token_count(std::max<std::uint64_t>(alphabet_size, 1));
 
-  const std::vector<std::uint8_t> tokens = tokens_of(ranks, alphabet_size, "encode_striped_rans");
+  const Tokens tokens = tokens_of(ranks, alphabet_size, "encode_striped_rans");
   const ClassTable classes = class_table(kHalfOctaveThresholds);
   bool wide = context != StripedContext::six;
   SideTerms terms{};  // what each side class adds to an activity (all zero: no side classes)

@@ -92,19 +92,26 @@ std::size_t narrow_below_escape(const std::uint32_t* ranks, std::size_t n, std::
   return i;
 }
 
-std::vector<std::uint8_t> zstd_input(std::span<const std::uint32_t> ranks) {
-  // One byte a rank into a buffer sized for that (most streams have no escape), then, from the
-  // first escape on, appended.
-  std::vector<std::uint8_t> bytes(ranks.size());
+using ZstdInput = std::vector<std::uint8_t, BufferAllocator<std::uint8_t>>;
+
+ZstdInput zstd_input(std::span<const std::uint32_t> ranks) {
+  // One byte a rank (most streams have no escape), from the first escape on each escape's varint
+  // too, into a buffer of the size counted first: growing it had copied a GOP's bytes again
+  // (lossless camera streams have a few escapes), and zeroing it had touched them once more.
+  ZstdInput bytes(ranks.size());
   std::size_t i = narrow_below_escape(ranks.data(), ranks.size(), bytes.data());
-  bytes.resize(i);
+  if (i == ranks.size()) return bytes;
+  std::size_t size = i;
+  for (std::size_t j = i; j < ranks.size(); ++j) size += ranks[j] < kEscape ? 1 : 1 + varint_size(ranks[j] - kEscape);
+  bytes.resize(size);
+  std::uint8_t* out = bytes.data() + i;
   for (; i < ranks.size(); ++i) {
     const std::uint32_t r = ranks[i];
     if (r < kEscape) {
-      bytes.push_back(static_cast<std::uint8_t>(r));
+      *out++ = static_cast<std::uint8_t>(r);
     } else {
-      bytes.push_back(static_cast<std::uint8_t>(kEscape));
-      append_varint(r - kEscape, bytes);
+      *out++ = static_cast<std::uint8_t>(kEscape);
+      out = write_varint(r - kEscape, out);
     }
   }
   return bytes;
@@ -225,7 +232,7 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
     // probe and the gate look back as far as the chosen level does (a cup trial window whose second
     // frame repeats the first, 900 KB back: level 1 1.45x the rANS stream in its own window, 0.84x
     // in level 9's; level 9 0.78x, level 19 0.66x).
-    const std::vector<std::uint8_t> zstd_bytes = zstd_input(remap.ranks);
+    const ZstdInput zstd_bytes = zstd_input(remap.ranks);
     std::vector<std::uint8_t> zstd_payload;
     bool probe_lost = false;  // the probe is larger than the rANS stream
     std::size_t probe_size = 0;

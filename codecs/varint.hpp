@@ -28,12 +28,20 @@ inline VarintStatus decode_varint(std::span<const std::uint8_t> bytes, std::size
   return VarintStatus::overflow;
 }
 
-inline void append_varint(std::uint64_t value, std::vector<std::uint8_t>& out) {
+// Writes `value` at `out` (room for 10 bytes); returns the byte after it.
+inline std::uint8_t* write_varint(std::uint64_t value, std::uint8_t* out) {
   while (value >= 0x80) {
-    out.push_back(std::uint8_t(value | 0x80));
+    *out++ = std::uint8_t(value | 0x80);
     value >>= 7;
   }
-  out.push_back(std::uint8_t(value));
+  *out++ = std::uint8_t(value);
+  return out;
+}
+
+inline void append_varint(std::uint64_t value, std::vector<std::uint8_t>& out) {
+  const std::size_t at = out.size();
+  out.resize(at + 10);
+  out.resize(std::size_t(write_varint(value, out.data() + at) - out.data()));
 }
 
 // Throws CodecError on a truncated or over-long (> 64-bit) varint.
