@@ -140,16 +140,17 @@ struct Stripes {
 
 std::size_t group_count(std::size_t lanes) { return (lanes + kGroup - 1) / kGroup; }
 
-// Half the rows, drawn by a hash of the row's index (SplitMix64's finalizer): a fixed pattern of
-// rows (every other one, or two in four) sampled rows of one kind in frames whose rows alternate
-// (chroma upsampled from half the rows), and moved cup's estimates by 1-2%.
-constexpr std::size_t kSampledRows = 1024;  // the least rows whose estimates encode_striped_rans samples
-bool row_in_sample(std::size_t row) {
+// One row in 2^k, drawn by a hash of the row's index (SplitMix64's finalizer). A fixed pattern of
+// rows (every other one, two in four, every eighth) samples rows of one kind in frames whose rows
+// alternate (chroma upsampled from half the rows): it moved cup's estimates by 1-2%, and hid what
+// side classes save there (docs/performance.md).
+bool row_in_sample(std::size_t row, unsigned k) {
   std::uint64_t z = std::uint64_t(row) + 0x9E3779B97F4A7C15u;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-  return ((z ^ (z >> 31)) & 1) != 0;
+  return ((z ^ (z >> 31)) & ((std::uint64_t{1} << k) - 1)) == 0;
 }
+constexpr std::size_t kSampledRows = 1024;  // the least rows whose estimates encode_striped_rans samples
 
 // Decoding tables. One 32-bit entry per (context, slot): the token (bits 0-6), slot minus the
 // token's cumulative frequency (bits 7-17), with left classes the token's left_class (bits 18-19)
@@ -808,7 +809,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   std::array<std::uint32_t, kMaxTokens> token_base{};
   for (std::uint32_t k = 0; k < token_count; ++k) scheme.describe(k, token_base[k], token_bits[k]);
   // The tokens' order-0 entropy per context, plus the extra bits.
-  auto estimated_bits = [&](const std::vector<std::uint64_t>& c) {
+  auto estimated_bits = [&](std::span<const std::uint64_t> c) {
     double bits = 0;
     for (std::size_t ctx = 0; ctx < kMaxContexts; ++ctx) {
       std::uint64_t total = 0;
@@ -832,20 +833,27 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     std::size_t parts = 1;
   };
   std::vector<Candidate> candidates;
-  // Side classes: the shift whose activities give the smallest estimate (one stripe, every eighth
-  // row, the eight-neighbour shape unless only six may be), kept where it saves kMinSideGain.
+  // Side classes: the shift whose activities give the smallest estimate (one stripe, an eighth of
+  // the rows, the eight-neighbour shape unless only six may be, and the left classes where they
+  // may be taken: without them the estimate also credited side classes with what the left
+  // classes find, and chose worse), kept where it saves kMinSideGain.
   std::uint32_t side_shift = 0;
   if (!side.empty()) {
     auto estimate = [&](bool with) {
       use_side = with;
-      std::vector<std::uint64_t> h(kMaxContexts * kMaxTokens, 0);
+      std::vector<std::uint64_t> h(kLeftClasses * kTableSize, 0);
       for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) {
-        if (row % 8 != 0) return;
+        if (!row_in_sample(row, 3)) return;
         const std::uint8_t* t = token_row(row);
         row_contexts(t, row_tokens(upper), row_tokens(upper2), side_row(row), row_index.data());
-        for (std::size_t x = 0; x < width; ++x) ++h[row_index[x] * kMaxTokens + t[x]];
+        for (std::size_t x = 0; x < width; ++x) {
+          const std::uint32_t left = allow_left_classes && x > 0 ? left_class(t[x - 1]) : 0;
+          ++h[(left * kMaxContexts + row_index[x]) * kMaxTokens + t[x]];
+        }
       });
-      return estimated_bits(h);
+      double bits = 0;
+      for (std::size_t c = 0; c < kLeftClasses; ++c) bits += estimated_bits(std::span(h).subspan(c * kTableSize, kTableSize));
+      return bits;
     };
     const double without = estimate(false);
     double best = without;
@@ -868,7 +876,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   // there a half's estimate strays further, and costs little. Every row is counted below for the
   // tables themselves.
   std::vector<std::uint8_t> weight(rows);
-  for (std::size_t row = 0; row < rows; ++row) weight[row] = rows < kSampledRows ? 1 : row_in_sample(row) ? 2 : 0;
+  for (std::size_t row = 0; row < rows; ++row) weight[row] = rows < kSampledRows ? 1 : row_in_sample(row, 1) ? 2 : 0;
   for (const bool shape : {false, true}) {
     if ((context == StripedContext::six && shape) || (context == StripedContext::eight && !shape)) continue;
     wide = shape;
