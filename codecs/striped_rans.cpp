@@ -27,6 +27,7 @@
 #include "codecs/codec_error.hpp"
 #include "codecs/rank_map_avx2.hpp"
 #include "codecs/rank_remap.hpp"
+#include "codecs/row_sample.hpp"
 #include "codecs/rans_model.hpp"
 #include "codecs/wavefront_avx2.hpp"
 
@@ -140,16 +141,6 @@ struct Stripes {
 
 std::size_t group_count(std::size_t lanes) { return (lanes + kGroup - 1) / kGroup; }
 
-// One row in 2^k, drawn by a hash of the row's index (SplitMix64's finalizer). A fixed pattern of
-// rows (every other one, two in four, every eighth) samples rows of one kind in frames whose rows
-// alternate (chroma upsampled from half the rows): it moved cup's estimates by 1-2%, and hid what
-// side classes save there (docs/performance.md).
-bool row_in_sample(std::size_t row, unsigned k) {
-  std::uint64_t z = std::uint64_t(row) + 0x9E3779B97F4A7C15u;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-  return ((z ^ (z >> 31)) & ((std::uint64_t{1} << k) - 1)) == 0;
-}
 constexpr std::size_t kSampledRows = 1024;  // the least rows whose estimates encode_striped_rans samples
 
 // Decoding tables. One 32-bit entry per (context, slot): the token (bits 0-6), slot minus the
