@@ -60,7 +60,7 @@ struct TokenScheme {
 // comes from the pool, unzeroed (a stream's tokens are as many as its symbols).
 using Tokens = std::vector<std::uint8_t, BufferAllocator<std::uint8_t>>;
 Tokens tokens_of(std::span<const std::uint32_t> ranks, std::uint64_t alphabet_size, const char* who,
-                                    SimdPath path = simd_path());
+                 SimdPath path = simd_path());
 
 // Where each context starts on the activity scale: about half-octave steps of the neighbours' mean
 // token, fine at the low end where most residuals are.

@@ -3,7 +3,7 @@
 // fixed pattern of rows (every other one, every fourth, every eighth) samples rows of one kind in
 // frames whose rows alternate, as decoded video's are (chroma upsampled from half the rows): on
 // cup it moved the striped coder's estimates by 1-2% and hid what side classes save there
-// (docs/performance.md, "Estimates on rows drawn by a hash").
+// (docs/performance.md, "Encoding: the striped coder's estimates on half the rows").
 #include <cstddef>
 #include <cstdint>
 

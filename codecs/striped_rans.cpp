@@ -511,7 +511,7 @@ namespace {
 // kMaxTokens + token, over its context in `k`, for columns [1, width) of a row, 16 a step; returns
 // the first column it did not reach. The left class (left_class): 0 for token 0, 1 odd, 2 even.
 [[gnu::target("avx2")]] std::size_t table_keys_avx2(const std::uint8_t* t, std::uint16_t* k, std::size_t width) {
-  static_assert(kLeftClasses * kTableSize <= 65536, "keys fit 16-bit lanes");
+  static_assert(kMaxContexts == 1 << 4 && kMaxTokens == 1 << 7, "a key's fields: 2 bits, 4 and 7");
   const __m256i one = _mm256_set1_epi16(1), two = _mm256_set1_epi16(2), zero = _mm256_setzero_si256();
   std::size_t x = 1;
   for (; x + 16 <= width; x += 16) {
