@@ -878,7 +878,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     auto flush = [&] {
       for (std::size_t j = 0; j < part.size(); ++j) single[j % single.size()] += std::exchange(part[j], 0);
     };
-    std::size_t pending = 0;  // symbols in `part`, kept below 2^32
+    std::size_t pending = 0;  // counts added to `part` (a sampled row's twice), kept below 2^32
     for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) {
       const std::uint32_t w = weight[row];
       if (w == 0) return;

@@ -634,9 +634,10 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   // the forecast's. Fills `compensated` (all channels) and motion_symbols; returns the decision.
   // The searching channel (search_channel) is each GOP's own, measured in bounded modes with a
   // uniform tolerance at its first frame with motion: every channel's field, the frame's estimate
-  // with each, the smallest kept (the decoder reads the vectors whichever channel found them). Channel 0 alone, as before, gave the same
-  // pixels a 4% larger archive from a PNG folder (blue first) than from RGB arrays on the film
-  // clip at abs 2 (docs/defaults.md, "The channel that searches the motion").
+  // with each, the smallest kept (the decoder reads the vectors whichever channel found them).
+  // Channel 0 alone, as before, gave the same pixels a 4% larger archive from a PNG folder (blue
+  // first) than from RGB arrays on the film clip at abs 2 (docs/defaults.md, "The channel that
+  // searches the motion").
   std::vector<std::int32_t> cost_current(settings.coded_motion ? plane_size : 0), cost_previous(cost_current.size()),
       cost_delta(cost_current.size());
   std::vector<std::uint16_t> cost_recon(cost_current.size());
