@@ -375,12 +375,13 @@ void quantize_plane(std::span<const std::uint16_t> plane, std::span<const std::u
                     const PlaneBound& bound, std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
                     std::vector<std::uint16_t>& literals, SimdPath path) {
   check_sizes(plane.size(), forecast.size(), symbols.size());
-  check_sizes(plane.size(), recon.size(), recon.size());
   if (bound.lossless()) {  // lossless: the hot path, kept branch-free
+    if (!recon.empty()) check_sizes(plane.size(), recon.size(), recon.size());
     for (std::size_t i = 0; i < plane.size(); ++i) symbols[i] = std::int32_t(plane[i]) - std::int32_t(forecast[i]);
-    std::copy(plane.begin(), plane.end(), recon.begin());
+    if (!recon.empty()) std::copy(plane.begin(), plane.end(), recon.begin());
     return;
   }
+  check_sizes(plane.size(), recon.size(), recon.size());
   if (bound.pointwise_rel <= 0 && UniformBins::exact(bound.tolerance)) {
     // A uniform tolerance: no escapes, one bin width; vectorizable.
     const UniformBins bins(bound.tolerance);

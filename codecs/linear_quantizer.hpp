@@ -80,7 +80,8 @@ class LiteralCursor {
 };
 
 // Inter planes: the forecast of the whole plane is known before coding it. `path`: the
-// uniform-tolerance loop in AVX2 or portable; the same symbols and pixels either way.
+// uniform-tolerance loop in AVX2 or portable; the same symbols and pixels either way. Lossless,
+// `recon` may be empty where the caller needs no copy of the plane (estimates).
 void quantize_plane(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
                     const PlaneBound& bound, std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
                     std::vector<std::uint16_t>& literals, SimdPath path = simd_path());

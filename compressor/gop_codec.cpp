@@ -669,8 +669,9 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
         const std::span<const std::uint16_t> p(frame + k * plane_size, plane_size);
         const std::uint32_t tolerance = k == 0 ? tolerance0 : plane_tolerance(settings, p, shape.max_value);
         cost_literals.clear();
-        codecs::quantize_plane(p, forecast_of(k), plane_bound(settings, tolerance, shape.max_value), cost_current,
-                               cost_recon, cost_literals);
+        const auto bound = plane_bound(settings, tolerance, shape.max_value);
+        codecs::quantize_plane(p, forecast_of(k), bound, cost_current,
+                               bound.lossless() ? std::span<std::uint16_t>() : std::span<std::uint16_t>(cost_recon), cost_literals);
         std::uint64_t cost = codecs::choose_transform(cost_current, shape.width).cost;
         if (k > 0 && uniform && tolerance == previous_tolerance) {
           for (std::size_t i = 0; i < plane_size; ++i) cost_delta[i] = cost_current[i] - cost_previous[i];
@@ -1543,12 +1544,19 @@ void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const Co
   const std::uint32_t width = 2 * tolerance + 1, top = (shape.max_value + tolerance) / width;  // the largest bin
   const auto bin = [&](std::uint16_t v) { return std::uint16_t((std::min<std::uint32_t>(v, shape.max_value) + tolerance) / width); };
   // The background first, from the pixels' histogram (most GOPs stop here: a pass over their pixels).
-  std::vector<std::size_t> histogram(std::size_t(shape.max_value) + 1);
+  // Four histograms, summed after: runs of one value (the background itself) then do not wait on
+  // each other's increments (one histogram was 1.2% of encoding gray vtest, which stops here).
+  const std::size_t values = std::size_t(shape.max_value) + 1;
+  std::vector<std::size_t> counts(4 * values), histogram(values);
   std::size_t samples = 0;
+  const auto count = [&](std::size_t k, std::uint16_t v) { ++counts[k * values + std::min<std::uint32_t>(v, shape.max_value)]; };
   for (const auto& frame : frames) {
-    for (const std::uint16_t v : frame) ++histogram[std::min<std::uint32_t>(v, shape.max_value)];
+    std::size_t i = 0;
+    for (; i + 4 <= frame.size(); i += 4) count(0, frame[i]), count(1, frame[i + 1]), count(2, frame[i + 2]), count(3, frame[i + 3]);
+    for (; i < frame.size(); ++i) count(0, frame[i]);
     samples += frame.size();
   }
+  for (std::size_t v = 0; v < counts.size(); ++v) histogram[v % values] += counts[v];
   std::vector<std::size_t> bin_counts(std::size_t(top) + 1);
   for (std::uint32_t v = 0; v <= shape.max_value; ++v) bin_counts[bin(std::uint16_t(v))] += histogram[v];
   const auto background = std::uint16_t(std::max_element(bin_counts.begin(), bin_counts.end()) - bin_counts.begin());

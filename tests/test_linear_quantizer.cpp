@@ -98,6 +98,19 @@ TEST_CASE("lossless residuals that leave the pixel range are rejected", "[codecs
   CHECK_THROWS_AS(dequantize_plane_intra(q, 1, PlaneBound{0, 0, 255}, out, cursor), tezip::codecs::CodecError);
 }
 
+TEST_CASE("lossless quantize_plane writes no reconstruction where none is given", "[codecs][quantizer]") {
+  const std::vector<std::uint16_t> plane = {0, 7, 255, 128, 3}, forecast = {5, 7, 0, 200, 3};
+  std::vector<std::int32_t> with(plane.size()), without(plane.size());
+  std::vector<std::uint16_t> recon(plane.size()), literals;
+  quantize_plane(plane, forecast, PlaneBound{0, 0, 255}, with, recon, literals);
+  CHECK(recon == plane);
+  quantize_plane(plane, forecast, PlaneBound{0, 0, 255}, without, {}, literals);
+  CHECK(without == with);
+  CHECK(without == std::vector<std::int32_t>{-5, 0, 255, -72, 0});
+  // A tolerance's reconstruction differs from the plane: it must be given.
+  CHECK_THROWS(quantize_plane(plane, forecast, PlaneBound{2, 0, 255}, without, {}, literals));
+}
+
 TEST_CASE("error bounds: real bounds floor to integer tolerances", "[codecs][bound]") {
   ErrorBound abs{BoundMode::Abs, 2.5, 0};
   CHECK(abs.tolerance(0, 255, 255) == 2);
@@ -225,7 +238,8 @@ TEST_CASE("dequantize_plane_intra gives the portable path's pixels on every SIMD
   for (const std::uint32_t max_value : {255u, 4095u, 65535u}) {
     for (const std::uint32_t tolerance : {0u, 1u, 2u, 7u}) {
       for (const std::size_t width : {16u, 17u, 40u, 100u}) {
-        for (const std::size_t height : {1u, 8u, 9u, 17u, 33u}) {
+        // 58 rows: row 0, then strips of 16, 16, 16 and 8 rows, and one.
+        for (const std::size_t height : {1u, 8u, 9u, 17u, 33u, 58u}) {
           for (const int kind : {0, 1, 2, 3}) {  // smooth, textured, sparse, arbitrary symbols
             PlaneBound bound;
             bound.max_value = max_value;
@@ -274,7 +288,7 @@ TEST_CASE("dequantize_plane_intra gives the portable path's pixels on every SIMD
 }
 
 TEST_CASE("dequantize_plane_intra refuses a lossless pixel out of range inside a SIMD strip", "[codecs][quantizer][simd]") {
-  const std::size_t width = 40, height = 17;
+  const std::size_t width = 40, height = 41;  // row 0, two strips of 16 rows, one of 8
   PlaneBound bound;
   bound.max_value = 255;
   std::vector<std::uint16_t> plane(width * height), recon(plane.size()), literals, out(plane.size());
@@ -282,7 +296,8 @@ TEST_CASE("dequantize_plane_intra refuses a lossless pixel out of range inside a
   std::vector<std::int32_t> symbols(plane.size());
   quantize_plane_intra(plane, width, bound, symbols, recon, literals);
   for (const std::int32_t push : {300, -300}) {  // above the range, and below it (wraps above)
-    for (const std::size_t at : {5 * width + 20, 3 * width, 8 * width + width - 1}) {
+    for (const std::size_t at : {5 * width + 20, 3 * width, 8 * width + width - 1, 20 * width + 3, 32 * width + width - 1,
+                                  36 * width + 11}) {
       auto bad = symbols;
       bad[at] += push;
       for (const SimdPath path : supported_simd_paths()) {
