@@ -693,13 +693,6 @@ template <std::size_t G>
 }
 #endif
 
-// Segments grouped into table sets by their own statistics: each set of `sets` (a set per
-// segment) split in two by k-means on code length, a segment's distance to a group the bits of its
-// tokens under the group's counts (the contexts of `counts`, segment after segment, `part` entries
-// each: contexts of kMaxTokens). A segment that codes best with other segments' tables joins them,
-// wherever it lies in the stream: a GOP's planes coded spatially beside those of motion-compensated
-// residuals (a hand-held camera's clip: two thirds of them), frames after a cut or an exposure
-// step. The encoder's estimate, tables counted, then decides whether a grouping is taken.
 // The segments' counts as split_sets reads them: each segment's nonzero entries (a few hundred of
 // its thousands), and the entries any segment has.
 struct SegmentCounts {
@@ -713,14 +706,26 @@ struct SegmentCounts {
     for (std::size_t k = 0; k < segments; ++k)
       for (std::size_t j = 0; j < part; ++j)
         if (const std::uint64_t c = counts[k * part + j]; c != 0) nonzero[k].emplace_back(std::uint32_t(j), c), present[j] = 1;
+    // A context's start where it has entries (a context without any is left out).
+    const auto start_context = [&] {
+      if (contexts.empty() || contexts.back() != entries.size()) contexts.push_back(std::uint32_t(entries.size()));
+    };
     for (std::size_t j = 0; j < part; ++j) {
-      if (j % kMaxTokens == 0 && (contexts.empty() || contexts.back() != entries.size())) contexts.push_back(std::uint32_t(entries.size()));
+      if (j % kMaxTokens == 0) start_context();
       if (present[j]) entries.push_back(std::uint32_t(j));
     }
-    if (contexts.empty() || contexts.back() != entries.size()) contexts.push_back(std::uint32_t(entries.size()));
+    start_context();  // the end
   }
 };
 
+// Segments grouped into table sets by their own statistics: each set of `sets` (a set per
+// segment) split in two by k-means on code length, a segment's distance to a group the bits of its
+// tokens under the group's counts (every context of `counts`: kMaxTokens entries each). A segment
+// that codes best with other segments' tables joins them, wherever it lies in the stream: a GOP's
+// planes coded spatially beside those of motion-compensated residuals (a hand-held camera's clip:
+// two thirds of them), frames after a cut or an exposure step. The encoder's estimate, tables
+// counted, then decides whether a grouping is taken (docs/defaults.md, "Table sets found from the
+// segments' statistics").
 std::vector<std::uint8_t> split_sets(const SegmentCounts& counts, std::vector<std::uint8_t> sets) {
   const std::size_t segments = sets.size(), part = counts.part;
   if (segments < 2) return sets;
