@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "codecs/codec_error.hpp"
+#include "codecs/histogram.hpp"
 #include "codecs/zstd_frame.hpp"
 
 namespace tezip::codecs {
@@ -116,15 +117,9 @@ RankRemap rank_remap(SymbolBuffer symbols) {
   if (max_symbol < std::max<std::uint64_t>(kDenseLimit, 2 * std::uint64_t{values.size()})) {
     std::vector<std::uint32_t> histogram(std::size_t{max_symbol} + 1, 0);
     if (histogram.size() <= kSplitHistogramLimit) {
-      // Four histograms, summed: a residual stream is mostly one or two symbols, and increments of
-      // one count would wait on each other.
-      std::vector<std::uint32_t> parts(3 * histogram.size(), 0);
-      std::uint32_t* h[4] = {histogram.data(), parts.data(), parts.data() + histogram.size(), parts.data() + 2 * histogram.size()};
-      std::size_t i = 0;
-      for (; i + 4 <= values.size(); i += 4)
-        for (std::size_t k = 0; k < 4; ++k) ++h[k][values[i + k]];
-      for (; i < values.size(); ++i) ++histogram[values[i]];
-      for (std::size_t s = 0; s < histogram.size(); ++s) histogram[s] += h[1][s] + h[2][s] + h[3][s];
+      SplitHistogram<std::uint32_t> split(histogram.size());
+      split.add(std::span<const std::uint32_t>(values));
+      histogram = split.counts();
     } else {
       for (std::uint32_t s : values) ++histogram[s];
     }
