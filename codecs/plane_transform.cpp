@@ -1,6 +1,7 @@
 #include "codecs/plane_transform.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -370,6 +371,33 @@ std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t wid
   CostEstimate cost;
   for (std::size_t y = 0; y < height; y += cost_sample_step(height)) count_values(plane.data() + y * width, width, cost, path);
   return cost.bits();
+}
+
+std::uint64_t estimate_context_cost(std::span<const std::int32_t> plane, std::size_t width) {
+  check_width(plane.size(), width);
+  const std::size_t height = plane.size() / width;
+  constexpr std::size_t kContexts = 8;
+  std::array<CostEstimate, kContexts> cost;
+  std::vector<std::uint8_t> up(width + 2);  // the row above's buckets, a zero column on each side
+  const auto bucket = [](std::int32_t v) { return std::uint8_t(std::bit_width(zigzag(v))); };
+  // Pairs of rows (the estimates' sample is every 4th row: in raster order, of one parity only),
+  // a quarter of the rows.
+  const std::size_t step = 2 * cost_sample_step(height);
+  for (std::size_t y = 1; y < height; y += (y % step == 1 && step > 2) ? 1 : step - 1) {
+    const std::int32_t* above = plane.data() + (y - 1) * width;
+    const std::int32_t* values = plane.data() + y * width;
+    for (std::size_t x = 0; x < width; ++x) up[x + 1] = bucket(above[x]);
+    std::uint32_t left = 0, left2 = 0;
+    for (std::size_t x = 0; x < width; ++x) {
+      const std::uint32_t activity = up[x] + up[x + 1] + up[x + 2] + 2 * left + left2;
+      cost[std::min<std::size_t>(kContexts - 1, std::bit_width(activity))].add(values[x]);
+      left2 = left;
+      left = bucket(values[x]);
+    }
+  }
+  std::uint64_t bits = 0;
+  for (const auto& c : cost) bits += c.bits();
+  return bits;
 }
 
 TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width, SimdPath path) {

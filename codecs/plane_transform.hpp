@@ -42,6 +42,15 @@ std::size_t cost_sample_step(std::size_t height);
 // The estimate over values that are already a sample (every value counts).
 std::uint64_t estimate_cost_rows(std::span<const std::int32_t> sampled, SimdPath path = simd_path());
 
+// An estimate of a plane's bits under contexts of its neighbours, as the striped rANS coder
+// models them (codecs/striped_rans.hpp): each sampled value's bucket (the bit length of its zigzag)
+// counted under the octave of its neighbours' buckets (upper left, upper, upper right, twice the
+// left, the one before it), the entropy of each context's buckets plus the bits below each leading
+// one. The order-0 estimates above see the same values in any order; this one sees where they
+// lie (the polyphase layout's choice, codecs/polyphase.hpp). Rows as estimate_cost samples them,
+// each below the first with the row above it.
+std::uint64_t estimate_context_cost(std::span<const std::int32_t> plane, std::size_t width);
+
 // The median transform's prediction of a value from its left (a), upper (b) and upper-left (c)
 // neighbours, LOCO-I's median edge detector, as a clamp: in 64 bits a + b - c cannot wrap, and
 // clamped to [min(a, b), max(a, b)] it is the median predictor's value for every input (c at or

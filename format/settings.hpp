@@ -40,6 +40,9 @@ struct CodingSettings {
   // (codecs::side_classes), offered to the striped rANS coder's contexts, which takes it where its
   // estimate saves 1% (chunk version 11, codecs/striped_rans.hpp).
   bool side_classes = true;
+  // Encoder only: a plane coded spatially may store its symbols in the polyphase layout
+  // (codecs/polyphase.hpp) where the contexts' estimate says so (chunk version 13).
+  bool polyphase = true;
   // Encoder only, bounded modes: a frame's compensated forecast may be smoothed
   // (codecs::smooth_forecast) where its estimate says so (chunk version 12).
   bool smoothed_forecast = true;

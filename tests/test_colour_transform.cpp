@@ -17,7 +17,11 @@ namespace {
 
 // Decoded colour video in miniature: a textured luma drifting one pixel a frame, smooth chroma
 // (as subsampled chroma upsampled), turned into B, G, R planes as a decoder's YUV -> RGB does.
-GopFrames film_frames(const FrameShape& shape, std::size_t frames) {
+// Chroma::grain: a smoother luma and a chroma with a grain of its own; Chroma::half: that chroma
+// held in 2 x 2 blocks, as a decoder that repeats subsampled chroma gives it.
+enum class Chroma { smooth, grain, half };
+GopFrames film_frames(const FrameShape& shape, std::size_t frames, Chroma chroma = Chroma::smooth) {
+  const bool half_chroma = chroma == Chroma::half, grainy = chroma != Chroma::smooth;
   GopFrames out;
   const std::size_t plane = std::size_t(shape.width) * shape.height;
   std::mt19937 rng(7);
@@ -27,8 +31,12 @@ GopFrames film_frames(const FrameShape& shape, std::size_t frames) {
     Pixels f(shape.size());
     for (std::uint32_t y = 0; y < shape.height; ++y)
       for (std::uint32_t x = 0; x < shape.width; ++x) {
-        const double luma = texture[std::size_t(y) * (shape.width + frames) + x + t];
-        const double u = 20 * std::sin(0.05 * x + 0.02 * double(t)), v = 25 * std::cos(0.04 * y);
+        const double texture_at = texture[std::size_t(y) * (shape.width + frames) + x + t];
+        const double luma = grainy ? 110 + 50 * std::sin(0.07 * (x + t)) + texture_at / 40 : texture_at;
+        const std::uint32_t cx = half_chroma ? x / 2 * 2 : x, cy = half_chroma ? y / 2 * 2 : y;
+        // Chroma with a texture of its own (at the chroma's resolution), as camera chroma has.
+        const double grain = grainy ? double((cx * 7919u + cy * 104729u + std::uint32_t(t) * 31u) * 2654435761u >> 29) - 3.5 : 0;
+        const double u = 20 * std::sin(0.05 * cx + 0.02 * double(t)) + grain, v = 25 * std::cos(0.04 * cy) - grain;
         const auto clamp = [](double p) { return std::uint16_t(std::clamp(std::lround(p), 0L, 255L)); };
         const std::size_t i = std::size_t(y) * shape.width + x;
         f[i] = clamp(luma + 1.772 * u);                       // B
@@ -134,6 +142,57 @@ TEST_CASE("lossless colour GOPs take the colour transform where it codes smaller
                            settings));
   // Bounded modes never transform (the bound holds per channel in RGB).
   CHECK(encode_gops(*predictor, shape, gops, bounded)[0].bytes[0] != 0x82);
+}
+
+TEST_CASE("chroma held in 2 x 2 blocks is coded in the polyphase layout, smaller, and decodes bit for bit", "[colour][gop]") {
+  // Intra frames: every plane coded spatially, as the chroma planes of decoded colour video are.
+  const auto predictor = make_classical_predictor("intra");
+  const FrameShape shape{96, 64, 3, 255};
+  const GopFrames frames = film_frames(shape, 4, Chroma::half);
+  const GopFrames* gops[] = {&frames};
+  CodingSettings settings, raster;
+  settings.pixel_chunks = raster.pixel_chunks = false;
+  raster.polyphase = false;
+  const auto encoded = encode_gops(*predictor, shape, gops, settings);
+  const auto plain = encode_gops(*predictor, shape, gops, raster);
+  REQUIRE(encoded[0].bytes.size() > 3);
+  REQUIRE(encoded[0].bytes[0] == 0x82);  // a colour-transformed chunk
+  CHECK(encoded[0].bytes[2] == 13);       // whose planes need chunk version 13
+  CHECK(plain[0].bytes[2] == 12);         // which chunks without the layout do not
+  CHECK(encoded[0].bytes.size() < plain[0].bytes.size() * 19 / 20);
+  const std::size_t counts[] = {frames.size()};
+  const std::span<const std::uint8_t> chunks[] = {encoded[0].bytes};
+  CHECK(decode_gops(*predictor, shape, chunks, counts, settings)[0] == frames);
+  // Frames whose chroma has its grain at every pixel keep the raster order: the same chunk either way.
+  const GopFrames full = film_frames(shape, 4, Chroma::grain);
+  const GopFrames* full_gops[] = {&full};
+  CHECK(encode_gops(*predictor, shape, full_gops, settings)[0].bytes == encode_gops(*predictor, shape, full_gops, raster)[0].bytes);
+  // Within a bound (no colour transform: B, G and R planes, related by the frame's channel plan).
+  CodingSettings bounded = settings;
+  bounded.bound = ErrorBound{BoundMode::Abs, 2, 0};
+  const auto coded = encode_gops(*predictor, shape, gops, bounded);
+  const std::span<const std::uint8_t> bounded_chunks[] = {coded[0].bytes};
+  const auto decoded = decode_gops(*predictor, shape, bounded_chunks, counts, bounded)[0];
+  CHECK(decoded == coded[0].reconstruction);
+  for (std::size_t t = 0; t < frames.size(); ++t)
+    for (std::size_t i = 0; i < frames[t].size(); ++i) REQUIRE(std::abs(int(decoded[t][i]) - int(frames[t][i])) <= 2);
+  // The flag in a chunk of version 12, or on a plane with a forecast, is refused.
+  auto old = encoded[0].bytes;
+  old[2] = 12;
+  CHECK_THROWS_WITH(decode_gops(*predictor, shape, std::array{std::span<const std::uint8_t>(old)}, counts, settings),
+                    Catch::Contains("polyphase layout"));
+  const auto previous = make_classical_predictor("previous");
+  CodingSettings lossless;
+  lossless.pixel_chunks = false;
+  lossless.colour_transform = false;
+  auto inter = encode_gops(*previous, shape, gops, lossless)[0].bytes;
+  // The first plane's mode of frame 1: version, quantizer, choice, count, frame 0 (plan, 3 x (tolerance, mode, runs)), plan, tolerance.
+  const std::size_t at = 4 + 10 + 2;
+  REQUIRE((inter[at] & 0x0F) != 3);  // a forecast plane
+  inter[0] = 13;
+  inter[at] |= 0x80;
+  CHECK_THROWS_WITH(decode_gops(*previous, shape, std::array{std::span<const std::uint8_t>(inter)}, counts, lossless),
+                    Catch::Contains("polyphase layout"));
 }
 
 TEST_CASE("the colour transform's inverse gives the same pixels and verdict on every kernel path", "[colour][simd]") {

@@ -64,7 +64,8 @@ struct ColourHeader {
 };
 ColourHeader read_colour_header(std::span<const std::uint8_t> chunk) {
   ByteReader in(chunk, "chunk");
-  REQUIRE(in.u8() == 12);  // chunk version
+  const std::uint8_t version = in.u8();
+  REQUIRE((version == 12 || version == 13));  // chunk version (13: with planes in the polyphase layout)
   in.u8();  // quantizer
   in.u8();  // predictor choice
   ColourHeader h;
