@@ -376,27 +376,40 @@ std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t wid
 std::uint64_t estimate_context_cost(std::span<const std::int32_t> plane, std::size_t width) {
   check_width(plane.size(), width);
   const std::size_t height = plane.size() / width;
-  constexpr std::size_t kContexts = 8;
-  std::array<CostEstimate, kContexts> cost;
-  std::vector<std::uint8_t> up(width + 2);  // the row above's buckets, a zero column on each side
-  const auto bucket = [](std::int32_t v) { return std::uint8_t(std::bit_width(zigzag(v))); };
+  constexpr std::size_t kContexts = 8, kBuckets = 33;
+  // counts[part][context][bucket], as CostEstimate's histograms, in four parts by column so that
+  // runs of one value (zeros, mostly) do not wait on each other's increments; each value's bucket
+  // computed once, into rows with a zero column on each side (the row above's read at x - 1, x, x + 1).
+  constexpr std::size_t kParts = 4;
+  std::array<std::array<std::array<std::uint32_t, kBuckets>, kContexts>, kParts> counts{};
+  std::vector<std::uint8_t> up(width + 2), row(width + 2);
+  const auto buckets_of = [&](const std::int32_t* values, std::vector<std::uint8_t>& out) {
+    for (std::size_t x = 0; x < width; ++x) out[x + 1] = std::uint8_t(std::bit_width(zigzag(values[x])));
+  };
   // Pairs of rows (the estimates' sample is every 4th row: in raster order, of one parity only),
-  // a quarter of the rows.
+  // a quarter of the rows; the first of a pair is the second's row above.
   const std::size_t step = 2 * cost_sample_step(height);
+  std::size_t last = SIZE_MAX;  // the row whose buckets `row` holds
   for (std::size_t y = 1; y < height; y += (y % step == 1 && step > 2) ? 1 : step - 1) {
-    const std::int32_t* above = plane.data() + (y - 1) * width;
-    const std::int32_t* values = plane.data() + y * width;
-    for (std::size_t x = 0; x < width; ++x) up[x + 1] = bucket(above[x]);
-    std::uint32_t left = 0, left2 = 0;
+    if (last == y - 1) {
+      up.swap(row);
+    } else {
+      buckets_of(plane.data() + (y - 1) * width, up);
+    }
+    buckets_of(plane.data() + y * width, row);
+    last = y;
     for (std::size_t x = 0; x < width; ++x) {
-      const std::uint32_t activity = up[x] + up[x + 1] + up[x + 2] + 2 * left + left2;
-      cost[std::min<std::size_t>(kContexts - 1, std::bit_width(activity))].add(values[x]);
-      left2 = left;
-      left = bucket(values[x]);
+      const std::uint32_t activity = up[x] + up[x + 1] + up[x + 2] + 2u * row[x] + (x >= 1 ? row[x - 1] : 0u);
+      ++counts[x % kParts][std::min<std::size_t>(kContexts - 1, std::bit_width(activity))][row[x + 1]];
     }
   }
   std::uint64_t bits = 0;
-  for (const auto& c : cost) bits += c.bits();
+  for (std::size_t c = 0; c < kContexts; ++c) {
+    CostEstimate cost;
+    for (const auto& part : counts)
+      for (std::size_t b = 0; b < kBuckets; ++b) cost.add_count(b, part[c][b]);
+    bits += cost.bits();
+  }
   return bits;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
-#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
-#include <stdexcept>
+
+#include "codecs/simd.hpp"
 
 namespace tezip::codecs {
 
@@ -16,31 +17,11 @@ namespace tezip::codecs {
 // plane. In raster order those zeros sit among the residuals that carry the plane, and the coder's
 // contexts (the neighbours' residuals) see zeros around every one of them; in this layout the
 // residuals that carry the plane have each other as neighbours, and the zeros a corner of their own.
-template <class T>
-void to_polyphase(std::span<const T> in, std::size_t width, std::span<T> out) {
-  if (width == 0 || in.size() % width != 0 || out.size() != in.size())
-    throw std::invalid_argument("to_polyphase: not whole rows");
-  const std::size_t height = in.size() / width, even_rows = (height + 1) / 2, even_cols = (width + 1) / 2;
-  for (std::size_t y = 0; y < height; ++y) {
-    const T* row = in.data() + y * width;
-    T* to = out.data() + ((y % 2) ? even_rows + y / 2 : y / 2) * width;
-    for (std::size_t x = 0; x < even_cols; ++x) to[x] = row[2 * x];
-    for (std::size_t x = 0; x < width / 2; ++x) to[even_cols + x] = row[2 * x + 1];
-  }
-}
-
-// The inverse of to_polyphase.
-template <class T>
-void from_polyphase(std::span<const T> in, std::size_t width, std::span<T> out) {
-  if (width == 0 || in.size() % width != 0 || out.size() != in.size())
-    throw std::invalid_argument("from_polyphase: not whole rows");
-  const std::size_t height = in.size() / width, even_rows = (height + 1) / 2, even_cols = (width + 1) / 2;
-  for (std::size_t y = 0; y < height; ++y) {
-    const T* from = in.data() + ((y % 2) ? even_rows + y / 2 : y / 2) * width;
-    T* row = out.data() + y * width;
-    for (std::size_t x = 0; x < even_cols; ++x) row[2 * x] = from[x];
-    for (std::size_t x = 0; x < width / 2; ++x) row[2 * x + 1] = from[even_cols + x];
-  }
-}
+// Throws std::invalid_argument where `in` is not whole rows of `width` or `out` is not its size.
+void to_polyphase(std::span<const std::int32_t> in, std::size_t width, std::span<std::int32_t> out);
+// The inverse (the decoder's): `path` AVX2 (two rows' halves interleaved eight values a step) or
+// portable, the same values.
+void from_polyphase(std::span<const std::int32_t> in, std::size_t width, std::span<std::int32_t> out,
+                    SimdPath path = simd_path());
 
 }  // namespace tezip::codecs
