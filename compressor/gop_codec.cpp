@@ -1362,7 +1362,8 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       if (spatial) {
         if (plane.mode & kPolyphaseFlag) {
           polyphase_scratch.resize(plane_size);
-          codecs::from_polyphase(std::span<const std::int32_t>(plane_symbols), shape.width, std::span<std::int32_t>(polyphase_scratch));
+          codecs::from_polyphase(std::span<const std::int32_t>(plane_symbols), shape.width,
+                                 std::span<std::int32_t>(polyphase_scratch));
           plane_symbols.swap(polyphase_scratch);
         }
         if (ref == codecs::ChannelRef::None) {

@@ -186,7 +186,8 @@ TEST_CASE("chroma held in 2 x 2 blocks is coded in the polyphase layout, smaller
   lossless.pixel_chunks = false;
   lossless.colour_transform = false;
   auto inter = encode_gops(*previous, shape, gops, lossless)[0].bytes;
-  // The first plane's mode of frame 1: version, quantizer, choice, count, frame 0 (plan, 3 x (tolerance, mode, runs)), plan, tolerance.
+  // The first plane's mode of frame 1: after the version, quantizer, choice and count, frame 0's
+  // plan and 3 x (tolerance, mode, runs), frame 1's plan and the plane's tolerance.
   const std::size_t at = 4 + 10 + 2;
   REQUIRE((inter[at] & 0x0F) != 3);  // a forecast plane
   inter[0] = 13;

@@ -181,7 +181,8 @@ TEST_CASE("choose_transform's estimate is each transform's residual estimate, an
   }
 }
 
-TEST_CASE("the polyphase layout puts each 2 x 2 phase in a corner and inverts on every kernel path, any size", "[codecs][transform][simd]") {
+TEST_CASE("the polyphase layout puts each 2 x 2 phase in a corner and inverts on every kernel path, any size",
+          "[codecs][transform][simd]") {
   std::mt19937 rng(21);
   for (const auto [width, height] :
        {std::pair<std::size_t, std::size_t>{1, 1}, {1, 7}, {7, 1}, {2, 2}, {5, 3}, {64, 48}, {37, 23}, {33, 4}, {34, 5}}) {
@@ -214,7 +215,8 @@ TEST_CASE("the context estimate sees where values lie, which the order-0 estimat
   std::mt19937 rng(22);
   std::vector<std::int32_t> half((width / 2) * (height / 2)), plane(width * height), residuals(plane.size()), poly(plane.size());
   for (std::size_t y = 0; y < height / 2; ++y)
-    for (std::size_t x = 0; x < width / 2; ++x) half[y * (width / 2) + x] = std::int32_t(20 * std::sin(0.2 * x) + 15 * std::cos(0.3 * y) + rng() % 5);
+    for (std::size_t x = 0; x < width / 2; ++x)
+      half[y * (width / 2) + x] = std::int32_t(20 * std::sin(0.2 * x) + 15 * std::cos(0.3 * y) + rng() % 5);
   for (std::size_t y = 0; y < height; ++y)
     for (std::size_t x = 0; x < width; ++x) plane[y * width + x] = half[(y / 2) * (width / 2) + x / 2];
   forward_transform(PlaneTransform::Median, plane, width, residuals);
