@@ -74,7 +74,7 @@ constexpr std::uint8_t kPolyphaseVersion = 13;
 constexpr double kPolyphaseGain = 0.97;
 constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag | kMotionFlag | kPolyphaseFlag;
 // The first byte of a pixel chunk (codecs/pixel_frames.hpp), where a predictive chunk has its
-// version (2-10): the GOP's frames as they are (bounded modes: snapped to bins within each plane's
+// version (2-13): the GOP's frames as they are (bounded modes: snapped to bins within each plane's
 // tolerance), in one zstd (or, with --coder best, LZMA) frame. Older readers refuse it as an
 // unknown chunk version.
 constexpr std::uint8_t kPixelChunk = 0x80;
