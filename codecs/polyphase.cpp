@@ -46,16 +46,25 @@ void interleave_from(const std::int32_t* evens, const std::int32_t* odds, std::s
 }
 #endif
 
-}  // namespace
-
-void to_polyphase(std::span<const std::int32_t> in, std::size_t width, std::span<std::int32_t> out) {
+template <class T>
+void to_polyphase_of(std::span<const T> in, std::size_t width, std::span<T> out) {
   const Layout l = layout_of(in.size(), width, out.size(), "to_polyphase");
   for (std::size_t y = 0; y < l.height; ++y) {
-    const std::int32_t* row = in.data() + y * width;
-    std::int32_t* to = out.data() + stored_row(l, y) * width;
+    const T* row = in.data() + y * width;
+    T* to = out.data() + stored_row(l, y) * width;
     for (std::size_t x = 0; x < l.even_cols; ++x) to[x] = row[2 * x];
     for (std::size_t x = 0; x < width / 2; ++x) to[l.even_cols + x] = row[2 * x + 1];
   }
+}
+
+}  // namespace
+
+void to_polyphase(std::span<const std::int32_t> in, std::size_t width, std::span<std::int32_t> out) {
+  to_polyphase_of(in, width, out);
+}
+
+void to_polyphase(std::span<const std::uint8_t> in, std::size_t width, std::span<std::uint8_t> out) {
+  to_polyphase_of(in, width, out);
 }
 
 void from_polyphase(std::span<const std::int32_t> in, std::size_t width, std::span<std::int32_t> out, SimdPath path) {

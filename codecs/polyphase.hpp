@@ -19,6 +19,8 @@ namespace tezip::codecs {
 // residuals that carry the plane have each other as neighbours, and the zeros a corner of their own.
 // Throws std::invalid_argument where `in` is not whole rows of `width` or `out` is not its size.
 void to_polyphase(std::span<const std::int32_t> in, std::size_t width, std::span<std::int32_t> out);
+// A plane's side classes (codecs/striped_rans.hpp), which follow its symbols into the layout.
+void to_polyphase(std::span<const std::uint8_t> in, std::size_t width, std::span<std::uint8_t> out);
 // The inverse (the decoder's): `path` AVX2 (two rows' halves interleaved eight values a step) or
 // portable, the same values.
 void from_polyphase(std::span<const std::int32_t> in, std::size_t width, std::span<std::int32_t> out,

@@ -61,9 +61,9 @@ constexpr std::uint8_t kChannelDeltaFlag = 0x20;
 // Added to the mode of an inter plane whose forecast is the previous reconstruction of the plane
 // displaced by coded block motion (codecs/block_motion.hpp); its vectors are in the motion stream.
 constexpr std::uint8_t kMotionFlag = 0x40;
-// From chunk version 13, added to the mode of a plane coded spatially (an intra plane, or a plane of
-// an intra frame) whose symbols (after its channel reference) are stored in the polyphase layout
-// (codecs/polyphase.hpp); older readers refuse the mode as unknown.
+// From chunk version 13, added to the mode of a plane with symbols (not interval-coded) whose
+// symbols, after its channel reference and spatial transform, are stored in the polyphase layout
+// (codecs/polyphase.hpp), and its side classes with them; older readers refuse the mode as unknown.
 constexpr std::uint8_t kPolyphaseFlag = 0x80;
 constexpr std::uint8_t kPolyphaseVersion = 13;
 // The layout is taken where the contexts' estimate of it is below this times the raster order's.
@@ -547,28 +547,33 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     codecs::ChannelCosts costs;
   };
   std::vector<std::vector<RelatedFrame>> related_frames(gops.size());
-  // The symbols of a plane coded spatially as the chunk stores them (after any channel reference),
-  // in place: in the polyphase layout (codecs/polyphase.hpp) where the contexts' estimate of that
-  // is the smaller (their side classes are zeros either way). Returns the mode flag to add.
+  // A plane's symbols as the chunk stores them (after its channel reference and spatial transform),
+  // in place: in the polyphase layout (codecs/polyphase.hpp), its side classes with them, where the
+  // contexts' estimate of that is the smaller. Returns the mode flag to add.
   std::vector<std::int32_t> polyphase_symbols(plane_size);
-  auto maybe_polyphase = [&](std::vector<std::int32_t>& symbols) -> std::uint8_t {
+  std::vector<std::uint8_t> polyphase_side(plane_size);
+  auto maybe_polyphase = [&](std::vector<std::int32_t>& symbols, std::span<std::uint8_t> side, bool intra,
+                             std::size_t channel) -> std::uint8_t {
     if (!settings.polyphase || shape.width < 2 || shape.height < 2) return 0;
+    if (!intra && !(settings.transformed_chroma && channel > 0)) return 0;
     codecs::to_polyphase(std::span<const std::int32_t>(symbols), shape.width, std::span<std::int32_t>(polyphase_symbols));
     const double polyphase_cost = double(codecs::estimate_context_cost(polyphase_symbols, shape.width));
     if (polyphase_cost >= kPolyphaseGain * double(codecs::estimate_context_cost(symbols, shape.width))) return 0;
     symbols.swap(polyphase_symbols);
+    codecs::to_polyphase(std::span<const std::uint8_t>(side), shape.width, std::span<std::uint8_t>(polyphase_side));
+    std::copy(polyphase_side.begin(), polyphase_side.end(), side.begin());
     return kPolyphaseFlag;
   };
-  auto emit_symbols = [&](GopSymbols& s, std::vector<std::int32_t>& symbols, std::span<const std::uint8_t> side, bool intra,
-                          PlaneTransform transform, std::uint8_t& mode) {
-    s.side.insert(s.side.end(), side.begin(), side.end());
-    if (intra) {
-      mode |= maybe_polyphase(symbols);
-      append_zigzagged(s.symbols, symbols);
-    } else {
+  auto emit_symbols = [&](GopSymbols& s, std::vector<std::int32_t>& symbols, std::span<std::uint8_t> side, bool intra,
+                          PlaneTransform transform, std::uint8_t& mode, std::size_t channel) {
+    std::vector<std::int32_t>* stored = &symbols;
+    if (!intra) {
       codecs::forward_transform(transform, symbols, shape.width, transformed);
-      append_zigzagged(s.symbols, transformed);
+      stored = &transformed;
     }
+    mode |= maybe_polyphase(*stored, side, intra, channel);
+    s.side.insert(s.side.end(), side.begin(), side.end());
+    append_zigzagged(s.symbols, *stored);
   };
   // A plane's symbols: to the stream (gray), or to wait for the rest of the frame (colour: the
   // buffer is swapped with the plane's pending one, which `symbols` then holds, to be written over:
@@ -577,7 +582,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   auto put_symbols = [&](GopSymbols& s, std::size_t c, std::vector<std::int32_t>& symbols, bool intra,
                          std::optional<codecs::TransformChoice> own, PlaneRecord& record) {
     if (intra) std::fill(plane_side.begin(), plane_side.end(), std::uint8_t{0});
-    if (!colour) return emit_symbols(s, symbols, plane_side, intra, own ? own->transform : PlaneTransform::None, record.mode);
+    if (!colour) return emit_symbols(s, symbols, plane_side, intra, own ? own->transform : PlaneTransform::None, record.mode, c);
     PendingPlane& p = pending[c];
     p.symbols.swap(symbols);
     p.side.swap(plane_side);
@@ -606,7 +611,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     for (std::size_t k = 0; k < 3; ++k) {
       const auto transform = pending[k].own ? pending[k].own->transform : PlaneTransform::None;
       if (!pending[k].intra) records[k].mode = std::uint8_t((records[k].mode & kModeFlags) | std::uint8_t(transform));
-      emit_symbols(s, pending[k].symbols, pending[k].side, pending[k].intra, transform, records[k].mode);
+      emit_symbols(s, pending[k].symbols, pending[k].side, pending[k].intra, transform, records[k].mode, k);
     }
   };
   // A related frame's planes in the order and with the references of `plan`, each with the
@@ -634,7 +639,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
         codecs::forward_transform(choice.transform[p], channel_scratch, shape.width, transformed);
         channel_scratch.swap(transformed);
       }
-      if (f.intra[k]) mode |= maybe_polyphase(channel_scratch);
+      mode |= maybe_polyphase(channel_scratch, std::span<std::uint8_t>(s.side).subspan(f.offset + p * plane_size, plane_size),
+                              f.intra[k], k);
       std::transform(channel_scratch.begin(), channel_scratch.end(), out.begin() + std::ptrdiff_t(p * plane_size), codecs::zigzag);
     }
   };
@@ -1150,8 +1156,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         plane.mode = in.u8();
         const std::uint8_t base = plane.mode & ~kModeFlags;
         if (base > kIntraPlane) in.fail("unknown plane mode");
-        if ((plane.mode & kPolyphaseFlag) && (version < kPolyphaseVersion || !(base == kIntraPlane || frame_is_intra(predictor, t))))
-          in.fail("polyphase layout on a plane with a forecast, or in a chunk before version 13");
+        if ((plane.mode & kPolyphaseFlag) && version < kPolyphaseVersion) in.fail("polyphase layout in a chunk before version 13");
         const std::size_t c = std::size_t(&plane - s.planes[t].data());
         if ((plane.mode & kChannelDeltaFlag) && (version < 3 || version >= 6 || c == 0))
           in.fail(version >= 6 ? "channel delta flag in a chunk of version 6 or later" : "channel delta without a previous channel");
@@ -1172,6 +1177,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         if (interval) {
           if (plane.run_count == 0 && plane_size > 0) in.fail("interval plane without runs");
           if (plane.mode & kChannelDeltaFlag) in.fail("channel delta on an interval-coded plane");
+          if (plane.mode & kPolyphaseFlag) in.fail("polyphase layout on an interval-coded plane");
           run_count += plane.run_count;
         } else {
           if (plane.run_count != 0) in.fail("runs recorded for a plane without interval coding");
@@ -1247,7 +1253,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   using SymbolPlane = std::vector<std::int32_t, codecs::BufferAllocator<std::int32_t>>;
   SymbolPlane plane_symbols(plane_size), polyphase_scratch;
   // A plane's side classes, where its stream was coded with them (zeros for planes coded spatially).
-  std::vector<std::uint8_t, codecs::BufferAllocator<std::uint8_t>> plane_side;
+  std::vector<std::uint8_t, codecs::BufferAllocator<std::uint8_t>> plane_side, side_scratch;
   // The symbol planes of the frame being decoded, by channel, after their channel references (gray:
   // one), for the planes coded after them.
   std::array<SymbolPlane, 3> resolved;
@@ -1349,23 +1355,28 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       SymbolPlane& sums = resolved[k];
       const std::span<const std::int32_t> first(resolved[plan.order[0]]), second(resolved[plan.order[1]]);
       const bool spatial = frame_intra || (plane.mode & ~kModeFlags) == kIntraPlane;
+      const bool polyphase = plane.mode & kPolyphaseFlag;
       if (readers[g].wants_side()) {
         plane_side.resize(plane_size);
-        if (spatial)
+        if (spatial) {
           std::fill(plane_side.begin(), plane_side.end(), std::uint8_t{0});
-        else
+        } else if (polyphase) {  // the classes follow the symbols into the layout
+          side_scratch.resize(plane_size);
+          codecs::side_classes(plane_forecast, shape.width, shape.max_value, side_scratch);
+          codecs::to_polyphase(std::span<const std::uint8_t>(side_scratch), shape.width, std::span<std::uint8_t>(plane_side));
+        } else {
           codecs::side_classes(plane_forecast, shape.width, shape.max_value, plane_side);
+        }
         readers[g].read(plane_symbols, plane_side);
       } else {
         readers[g].read(plane_symbols);
       }
+      if (polyphase) {
+        polyphase_scratch.resize(plane_size);
+        codecs::from_polyphase(std::span<const std::int32_t>(plane_symbols), shape.width, std::span<std::int32_t>(polyphase_scratch));
+        plane_symbols.swap(polyphase_scratch);
+      }
       if (spatial) {
-        if (plane.mode & kPolyphaseFlag) {
-          polyphase_scratch.resize(plane_size);
-          codecs::from_polyphase(std::span<const std::int32_t>(plane_symbols), shape.width,
-                                 std::span<std::int32_t>(polyphase_scratch));
-          plane_symbols.swap(polyphase_scratch);
-        }
         if (ref == codecs::ChannelRef::None) {
           sums.swap(plane_symbols);
         } else {
@@ -1917,7 +1928,9 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
       }
     if (where.empty()) continue;
     for (std::size_t i = 0; i < where.size(); ++i) subset.push_back(rct ? &turned[i] : gops[where[i]]);
-    auto coded = encode_predicted(predictor, rct ? colour_transformed_shape(shape) : shape, subset, settings);
+    CodingSettings transformed = settings;
+    transformed.transformed_chroma = rct;
+    auto coded = encode_predicted(predictor, rct ? colour_transformed_shape(shape) : shape, subset, transformed);
     for (std::size_t i = 0; i < where.size(); ++i) {
       EncodedGop& out = encoded[where[i]];
       out = std::move(coded[i]);

@@ -40,7 +40,7 @@ struct CodingSettings {
   // (codecs::side_classes), offered to the striped rANS coder's contexts, which takes it where its
   // estimate saves 1% (chunk version 11, codecs/striped_rans.hpp).
   bool side_classes = true;
-  // Encoder only: a plane coded spatially may store its symbols in the polyphase layout
+  // Encoder only: a plane may store its symbols in the polyphase layout
   // (codecs/polyphase.hpp) where the contexts' estimate says so (chunk version 13).
   bool polyphase = true;
   // Encoder only, bounded modes: a frame's compensated forecast may be smoothed
@@ -59,6 +59,9 @@ struct CodingSettings {
   // Encoder only: a lossless colour GOP may go through the reversible colour transform where a
   // trial says it codes smaller (codecs/colour_transform.hpp); false: never.
   bool colour_transform = true;
+  // Set by the encoder for GOPs it codes through the colour transform: their chroma planes
+  // (channels 1 and 2) may take the polyphase layout when coded against a forecast too.
+  bool transformed_chroma = false;
   // Encoder only, for auto's trial windows: the key frame is quantized as its reference, but its
   // symbols are left out of the chunk (the same key frame whatever the choice; the trial measures
   // what the choices code differently).

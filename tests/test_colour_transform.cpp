@@ -17,11 +17,14 @@ namespace {
 
 // Decoded colour video in miniature: a textured luma drifting one pixel a frame, smooth chroma
 // (as subsampled chroma upsampled), turned into B, G, R planes as a decoder's YUV -> RGB does.
-// Chroma::grain: a smoother luma and a chroma with a grain of its own; Chroma::half: that chroma
-// held in 2 x 2 blocks, as a decoder that repeats subsampled chroma gives it.
-enum class Chroma { smooth, grain, half };
+// Chroma::grain: a still scene, a smooth luma and a chroma with a grain of its own, a little
+// noise on both from frame to frame; Chroma::half: that chroma held in 2 x 2 blocks, as a decoder
+// that repeats subsampled chroma gives it.
+// Chroma::still_half: the same in a still scene, with a little noise from frame to frame.
+enum class Chroma { smooth, grain, half, still_half };
 GopFrames film_frames(const FrameShape& shape, std::size_t frames, Chroma chroma = Chroma::smooth) {
-  const bool half_chroma = chroma == Chroma::half, grainy = chroma != Chroma::smooth;
+  const bool half_chroma = chroma == Chroma::half || chroma == Chroma::still_half, grainy = chroma != Chroma::smooth;
+  const bool still = chroma == Chroma::still_half;
   GopFrames out;
   const std::size_t plane = std::size_t(shape.width) * shape.height;
   std::mt19937 rng(7);
@@ -31,12 +34,20 @@ GopFrames film_frames(const FrameShape& shape, std::size_t frames, Chroma chroma
     Pixels f(shape.size());
     for (std::uint32_t y = 0; y < shape.height; ++y)
       for (std::uint32_t x = 0; x < shape.width; ++x) {
+        const auto hash = [](std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+          return (a * 7919u + b * 104729u + c * 31u) * 2654435761u;
+        };
         const double texture_at = texture[std::size_t(y) * (shape.width + frames) + x + t];
-        const double luma = grainy ? 110 + 50 * std::sin(0.07 * (x + t)) + texture_at / 40 : texture_at;
+        const double luma = still    ? 110 + 50 * std::sin(0.07 * x) + double(hash(x, y, std::uint32_t(t)) >> 30)
+                            : grainy ? 110 + 50 * std::sin(0.07 * (x + t)) + texture_at / 40
+                                     : texture_at;
         const std::uint32_t cx = half_chroma ? x / 2 * 2 : x, cy = half_chroma ? y / 2 * 2 : y;
         // Chroma with a texture of its own (at the chroma's resolution), as camera chroma has.
-        const double grain = grainy ? double((cx * 7919u + cy * 104729u + std::uint32_t(t) * 31u) * 2654435761u >> 29) - 3.5 : 0;
-        const double u = 20 * std::sin(0.05 * cx + 0.02 * double(t)) + grain, v = 25 * std::cos(0.04 * cy) - grain;
+        const double grain = still    ? double(hash(cx, cy, 0) >> 28) - 7.5 + double(hash(cy, cx, std::uint32_t(t) + 1) >> 31)
+                             : grainy ? double(hash(cx, cy, std::uint32_t(t)) >> 29) - 3.5
+                                      : 0;
+        const double drift = still ? 0 : 0.02 * double(t);
+        const double u = 20 * std::sin(0.05 * cx + drift) + grain, v = 25 * std::cos(0.04 * cy) - grain;
         const auto clamp = [](double p) { return std::uint16_t(std::clamp(std::lround(p), 0L, 255L)); };
         const std::size_t i = std::size_t(y) * shape.width + x;
         f[i] = clamp(luma + 1.772 * u);                       // B
@@ -145,7 +156,7 @@ TEST_CASE("lossless colour GOPs take the colour transform where it codes smaller
 }
 
 TEST_CASE("chroma held in 2 x 2 blocks is coded in the polyphase layout, smaller, and decodes bit for bit", "[colour][gop]") {
-  // Intra frames: every plane coded spatially, as the chroma planes of decoded colour video are.
+  // Intra frames: every plane coded spatially, as many chroma planes of decoded colour video are.
   const auto predictor = make_classical_predictor("intra");
   const FrameShape shape{96, 64, 3, 255};
   const GopFrames frames = film_frames(shape, 4, Chroma::half);
@@ -176,24 +187,50 @@ TEST_CASE("chroma held in 2 x 2 blocks is coded in the polyphase layout, smaller
   CHECK(decoded == coded[0].reconstruction);
   for (std::size_t t = 0; t < frames.size(); ++t)
     for (std::size_t i = 0; i < frames[t].size(); ++i) REQUIRE(std::abs(int(decoded[t][i]) - int(frames[t][i])) <= 2);
-  // The flag in a chunk of version 12, or on a plane with a forecast, is refused.
+  // Frames coded against the previous one: the chroma residuals of the colour transform's planes
+  // are held in blocks too (where the scene stands still or moves by whole blocks), and their
+  // median transforms take the layout, with their side classes. Bounded modes code B, G and R
+  // planes and keep forecast planes in raster order; they decode within the bound either way.
+  const auto previous = make_classical_predictor("previous");
+  const GopFrames still = film_frames(shape, 4, Chroma::still_half);
+  const GopFrames* still_gops[] = {&still};
+  for (const bool lossless : {true, false}) {
+    INFO((lossless ? "lossless" : "abs 2"));
+    CodingSettings with = lossless ? settings : bounded, without = with;
+    without.polyphase = false;
+    const auto inter = encode_gops(*previous, shape, still_gops, with);
+    const std::size_t raster_size = encode_gops(*previous, shape, still_gops, without)[0].bytes.size();
+    if (lossless) CHECK(inter[0].bytes.size() < raster_size * 24 / 25);
+    if (!lossless) CHECK(inter[0].bytes.size() <= raster_size);
+    if (lossless) {
+      // Frame 1's channel 1: after the transform's two bytes, the version, quantizer, choice and
+      // count, frame 0's plan and 3 x (tolerance, mode, runs), frame 1's plan, its channel 0 and
+      // channel 1's tolerance.
+      const std::uint8_t mode = inter[0].bytes.at(2 + 4 + 10 + 1 + 3 + 1);
+      CHECK((mode & 0x80) != 0);  // in the layout
+      CHECK((mode & 0x0F) != 3);  // and coded against the forecast
+    }
+    const std::span<const std::uint8_t> inter_chunks[] = {inter[0].bytes};
+    const auto back = decode_gops(*previous, shape, inter_chunks, counts, with)[0];
+    CHECK(back == inter[0].reconstruction);
+    if (lossless) CHECK(back == still);
+  }
+  // The flag in a chunk of version 12, or on an interval-coded plane (no symbols), is refused.
   auto old = encoded[0].bytes;
   old[2] = 12;
   CHECK_THROWS_WITH(decode_gops(*predictor, shape, std::array{std::span<const std::uint8_t>(old)}, counts, settings),
                     Catch::Contains("polyphase layout"));
-  const auto previous = make_classical_predictor("previous");
-  CodingSettings lossless;
-  lossless.pixel_chunks = false;
-  lossless.colour_transform = false;
-  auto inter = encode_gops(*previous, shape, gops, lossless)[0].bytes;
+  CodingSettings interval = bounded;
+  interval.quantizer = QuantizerKind::Interval;
+  auto runs = encode_gops(*previous, shape, gops, interval)[0].bytes;
   // The first plane's mode of frame 1: after the version, quantizer, choice and count, frame 0's
   // plan and 3 x (tolerance, mode, runs), frame 1's plan and the plane's tolerance.
   const std::size_t at = 4 + 10 + 2;
-  REQUIRE((inter[at] & 0x0F) != 3);  // a forecast plane
-  inter[0] = 13;
-  inter[at] |= 0x80;
-  CHECK_THROWS_WITH(decode_gops(*previous, shape, std::array{std::span<const std::uint8_t>(inter)}, counts, lossless),
-                    Catch::Contains("polyphase layout"));
+  REQUIRE(runs[0] >= 12);
+  runs[0] = 13;
+  runs[at] |= 0x80;
+  CHECK_THROWS_WITH(decode_gops(*previous, shape, std::array{std::span<const std::uint8_t>(runs)}, counts, interval),
+                    Catch::Contains("polyphase layout on an interval-coded plane"));
 }
 
 TEST_CASE("the colour transform's inverse gives the same pixels and verdict on every kernel path", "[colour][simd]") {
