@@ -377,11 +377,9 @@ std::uint64_t estimate_context_cost(std::span<const std::int32_t> plane, std::si
   check_width(plane.size(), width);
   const std::size_t height = plane.size() / width;
   constexpr std::size_t kContexts = 8, kBuckets = 33;
-  // counts[part][context][bucket], as CostEstimate's histograms, in four parts by column so that
-  // runs of one value (zeros, mostly) do not wait on each other's increments; each value's bucket
-  // computed once, into rows with a zero column on each side (the row above's read at x - 1, x, x + 1).
-  constexpr std::size_t kParts = 4;
-  std::array<std::array<std::array<std::uint32_t, kBuckets>, kContexts>, kParts> counts{};
+  // counts[context][bucket], as CostEstimate's histograms; each value's bucket computed once, into
+  // rows with a zero column on each side (the row above's read at x - 1, x, x + 1).
+  std::array<std::array<std::uint32_t, kBuckets>, kContexts> counts{};
   std::vector<std::uint8_t> up(width + 2), row(width + 2);
   const auto buckets_of = [&](const std::int32_t* values, std::vector<std::uint8_t>& out) {
     for (std::size_t x = 0; x < width; ++x) out[x + 1] = std::uint8_t(std::bit_width(zigzag(values[x])));
@@ -400,14 +398,13 @@ std::uint64_t estimate_context_cost(std::span<const std::int32_t> plane, std::si
     last = y;
     for (std::size_t x = 0; x < width; ++x) {
       const std::uint32_t activity = up[x] + up[x + 1] + up[x + 2] + 2u * row[x] + (x >= 1 ? row[x - 1] : 0u);
-      ++counts[x % kParts][std::min<std::size_t>(kContexts - 1, std::bit_width(activity))][row[x + 1]];
+      ++counts[std::min<std::size_t>(kContexts - 1, std::bit_width(activity))][row[x + 1]];
     }
   }
   std::uint64_t bits = 0;
-  for (std::size_t c = 0; c < kContexts; ++c) {
+  for (const auto& histogram : counts) {
     CostEstimate cost;
-    for (const auto& part : counts)
-      for (std::size_t b = 0; b < kBuckets; ++b) cost.add_count(b, part[c][b]);
+    for (std::size_t b = 0; b < kBuckets; ++b) cost.add_count(b, histogram[b]);
     bits += cost.bits();
   }
   return bits;
