@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "codecs/buffer_pool.hpp"
 #include "codecs/block_motion.hpp"
 #include "codecs/channel_plan.hpp"
 #include "codecs/codec_error.hpp"
@@ -322,7 +323,7 @@ void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span
   const std::size_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   std::vector<GopState*> active;
   std::vector<std::size_t> active_index;
-  std::vector<std::vector<std::uint16_t>> forecasts;
+  std::vector<std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>>> forecasts;  // pooled
   const bool previous_frame = predictor.forecasts_previous_frame();
   std::vector<std::size_t> last_use(lengths.size(), 0);  // per GOP: observe frames before this one
   for (std::size_t g = 0; g < lengths.size(); ++g)
@@ -343,7 +344,7 @@ void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span
       std::vector<GopState*> asked;
       std::vector<std::span<std::uint16_t>> views;
       for (std::size_t a = 0; a < active.size(); ++a) {
-        forecasts[a].resize(shape.size());
+        forecasts[a].resize(shape.size(), 0);  // zeros where new, as a GOP that is not asked sees them
         if (!predictor.forecast_is_pure() || uses_forecast(active_index[a], t)) {
           asked.push_back(active[a]);
           views.emplace_back(forecasts[a]);

@@ -4,14 +4,16 @@
 #include <span>
 #include <vector>
 
+#include "codecs/buffer_pool.hpp"
 #include "predictor/predictor.hpp"
 
 namespace tezip {
 
-// The last two reconstructed frames of a GOP; `older` is empty until two frames were seen.
+// The last two reconstructed frames of a GOP; `older` is empty until two frames were seen. Frames
+// are megabytes: their blocks come from the buffer pool, so each GOP does not fault them in again.
 struct FrameHistory final : GopState {
   FrameShape shape;
-  std::vector<std::uint16_t> last, older;
+  std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>> last, older;
 };
 
 // Base of the classical predictors, which forecast from the last two reconstructed frames.
