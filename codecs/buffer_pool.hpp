@@ -9,9 +9,11 @@
 // pool's own (mmap), so where they live never depends on malloc's state in the host process
 // ("The buffer pool's own mappings"); the host's malloc settings stay as they are.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <new>
 #include <utility>
+#include <vector>
 
 namespace tezip::codecs {
 
@@ -68,5 +70,8 @@ struct BufferAllocator : std::allocator<T> {
     return true;
   }
 };
+
+// Bytes in a pooled block (from kPooledBytes), uninitialized until written: chunks as read, clips.
+using PooledBytes = std::vector<std::uint8_t, BufferAllocator<std::uint8_t>>;
 
 }  // namespace tezip::codecs

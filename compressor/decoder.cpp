@@ -133,7 +133,7 @@ std::vector<GopFrames> ArchiveDecoder::decode_checked(std::span<const std::size_
   const auto& index = reader_->index();
   if (which.empty()) return {};
   const auto& sequence = index.sequences[index.chunks.at(which.front()).sequence];
-  std::vector<std::vector<std::uint8_t>> bytes;
+  std::vector<codecs::PooledBytes> bytes;
   std::vector<std::span<const std::uint8_t>> chunks;
   std::vector<std::size_t> counts;
   for (const std::size_t i : which) {

@@ -530,8 +530,9 @@ ArchiveReader::~ArchiveReader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::vector<std::uint8_t> ArchiveReader::read_range(std::uint64_t offset, std::uint64_t size, const std::string& what) const {
-  std::vector<std::uint8_t> bytes(size);
+template <class Bytes>
+Bytes ArchiveReader::read_range(std::uint64_t offset, std::uint64_t size, const std::string& what) const {
+  Bytes bytes(size);
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::pread(fd_, bytes.data() + done, bytes.size() - done, off_t(offset + done));
@@ -544,7 +545,7 @@ std::vector<std::uint8_t> ArchiveReader::read_range(std::uint64_t offset, std::u
 
 std::vector<std::uint8_t> ArchiveReader::read_embedded_model() const {
   if (index_.model.size == 0) return {};
-  auto bytes = read_range(index_.model.offset, index_.model.size, "the embedded model");
+  auto bytes = read_range<std::vector<std::uint8_t>>(index_.model.offset, index_.model.size, "the embedded model");
   if (hash_bytes(bytes) != index_.model.hash)
     throw DataError(path_.string() + ": the embedded PredNet model is damaged (checksum mismatch); decode with the "
                     "model it was written with: --model FILE");
@@ -553,12 +554,12 @@ std::vector<std::uint8_t> ArchiveReader::read_embedded_model() const {
 
 std::vector<std::uint8_t> ArchiveReader::read_chunk_head(std::size_t i, std::size_t count) const {
   const auto& c = index_.chunks.at(i);
-  return read_range(c.offset, std::min<std::uint64_t>(count, c.size), "chunk " + std::to_string(i));
+  return read_range<std::vector<std::uint8_t>>(c.offset, std::min<std::uint64_t>(count, c.size), "chunk " + std::to_string(i));
 }
 
-std::vector<std::uint8_t> ArchiveReader::read_chunk(std::size_t i) const {
+codecs::PooledBytes ArchiveReader::read_chunk(std::size_t i) const {
   const auto& c = index_.chunks.at(i);
-  auto bytes = read_range(c.offset, c.size, "chunk " + std::to_string(i));
+  auto bytes = read_range<codecs::PooledBytes>(c.offset, c.size, "chunk " + std::to_string(i));
   if (hash_bytes(bytes) != c.hash)
     throw DataError(path_.string() + ": chunk " + std::to_string(i) + " (sequence '" + index_.sequences[c.sequence].name +
                     "', frames " + std::to_string(c.first_frame) + "-" + std::to_string(c.first_frame + c.frame_count - 1) +

@@ -189,8 +189,9 @@ class ArchiveReader {
   const ArchiveIndex& index() const { return index_; }
   std::uint64_t file_size() const { return file_size_; }
   const std::filesystem::path& path() const { return path_; }
-  // The bytes of chunk i, checked against the index's hash (DataError otherwise).
-  std::vector<std::uint8_t> read_chunk(std::size_t i) const;
+  // The bytes of chunk i, checked against the index's hash (DataError otherwise), in a block of
+  // the buffer pool (a loader reads a chunk for every GOP it decodes).
+  codecs::PooledBytes read_chunk(std::size_t i) const;
   // The first `count` bytes of chunk i (fewer where it is shorter), unchecked: for describing it.
   std::vector<std::uint8_t> read_chunk_head(std::size_t i, std::size_t count) const;
   // The embedded model's bytes (empty when the archive has none), checked against the index's
@@ -198,7 +199,8 @@ class ArchiveReader {
   std::vector<std::uint8_t> read_embedded_model() const;
 
  private:
-  std::vector<std::uint8_t> read_range(std::uint64_t offset, std::uint64_t size, const std::string& what) const;
+  template <class Bytes>
+  Bytes read_range(std::uint64_t offset, std::uint64_t size, const std::string& what) const;
   std::filesystem::path path_;
   int fd_ = -1;
   std::uint64_t file_size_ = 0;

@@ -462,7 +462,7 @@ void ChunkStore::stage(std::span<const std::size_t> chunks) {
   s.write_manifest();
 }
 
-std::vector<std::uint8_t> ChunkStore::read(std::size_t chunk) const {
+codecs::PooledBytes ChunkStore::read(std::size_t chunk) const {
   if (!has(chunk))
     throw ChunkMissing("the chunk store " + state_->dir.string() + " does not hold " + describe(chunk));
   const auto& ch = state_->chunks[chunk];

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "codecs/buffer_pool.hpp"
+
 namespace tezip {
 
 // A chunk the store does not hold was asked for; the message names the chunk and the store.
@@ -62,7 +64,7 @@ class ChunkStore {
   // naming the chunk), then commits. StoreFull before anything is copied when they would not fit.
   void stage(std::span<const std::size_t> chunks);
   // The bytes of a chunk held, checked against its hash (DataError); ChunkMissing when absent.
-  std::vector<std::uint8_t> read(std::size_t chunk) const;
+  codecs::PooledBytes read(std::size_t chunk) const;
   // Adds a chunk that came from elsewhere: DataError when the bytes do not match its hash,
   // StoreFull when it would not fit. Durable at the next commit().
   void add(std::size_t chunk, std::span<const std::uint8_t> bytes);

@@ -22,7 +22,7 @@ enum class ClipLayout : std::uint8_t {
 
 // `length` consecutive frames of one sequence, in the sequence's pixel type (uint8 or uint16,
 // native endianness) and the requested layout.
-using ClipBytes = std::vector<std::uint8_t, codecs::BufferAllocator<std::uint8_t>>;
+using ClipBytes = codecs::PooledBytes;
 
 struct Clip {
   std::size_t sequence = 0;
