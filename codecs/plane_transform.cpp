@@ -373,7 +373,7 @@ std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t wid
   return cost.bits();
 }
 
-std::uint64_t estimate_context_cost(std::span<const std::int32_t> plane, std::size_t width) {
+std::uint64_t estimate_context_cost(std::span<const std::int32_t> plane, std::size_t width, bool polyphase) {
   check_width(plane.size(), width);
   const std::size_t height = plane.size() / width;
   constexpr std::size_t kContexts = 8, kBuckets = 33;
@@ -381,8 +381,19 @@ std::uint64_t estimate_context_cost(std::span<const std::int32_t> plane, std::si
   // rows with a zero column on each side (the row above's read at x - 1, x, x + 1).
   std::array<std::array<std::uint32_t, kBuckets>, kContexts> counts{};
   std::vector<std::uint8_t> up(width + 2), row(width + 2);
-  const auto buckets_of = [&](const std::int32_t* values, std::vector<std::uint8_t>& out) {
-    for (std::size_t x = 0; x < width; ++x) out[x + 1] = std::uint8_t(std::bit_width(zigzag(values[x])));
+  const auto bucket = [](std::int32_t v) { return std::uint8_t(std::bit_width(zigzag(v))); };
+  // Row y of the plane in its layout: in the polyphase one, raster row 2y (2(y - h) + 1 past the
+  // h = ceil(height / 2) even rows), its even columns, then its odd ones.
+  const std::size_t even_rows = (height + 1) / 2, even_columns = (width + 1) / 2;
+  const auto buckets_of = [&](std::size_t y, std::vector<std::uint8_t>& out) {
+    if (!polyphase) {
+      const std::int32_t* values = plane.data() + y * width;
+      for (std::size_t x = 0; x < width; ++x) out[x + 1] = bucket(values[x]);
+      return;
+    }
+    const std::int32_t* values = plane.data() + (y < even_rows ? 2 * y : 2 * (y - even_rows) + 1) * width;
+    for (std::size_t x = 0; x < even_columns; ++x) out[x + 1] = bucket(values[2 * x]);
+    for (std::size_t x = even_columns; x < width; ++x) out[x + 1] = bucket(values[2 * (x - even_columns) + 1]);
   };
   // Pairs of rows (the estimates' sample is every 4th row: in raster order, of one parity only),
   // a quarter of the rows; the first of a pair is the second's row above.
@@ -392,9 +403,9 @@ std::uint64_t estimate_context_cost(std::span<const std::int32_t> plane, std::si
     if (last == y - 1) {
       up.swap(row);
     } else {
-      buckets_of(plane.data() + (y - 1) * width, up);
+      buckets_of(y - 1, up);
     }
-    buckets_of(plane.data() + y * width, row);
+    buckets_of(y, row);
     last = y;
     for (std::size_t x = 0; x < width; ++x) {
       const std::uint32_t activity = up[x] + up[x + 1] + up[x + 2] + 2u * row[x] + (x >= 1 ? row[x - 1] : 0u);

@@ -48,8 +48,9 @@ std::uint64_t estimate_cost_rows(std::span<const std::int32_t> sampled, SimdPath
 // left, the one before it), the entropy of each context's buckets plus the bits below each leading
 // one. The order-0 estimates above see the same values in any order; this one sees where they
 // lie (the polyphase layout's choice, codecs/polyphase.hpp). Rows as estimate_cost samples them,
-// each below the first with the row above it.
-std::uint64_t estimate_context_cost(std::span<const std::int32_t> plane, std::size_t width);
+// each below the first with the row above it. `polyphase`: the estimate of the plane as
+// to_polyphase would lay it out, read from the raster plane in place (the same count).
+std::uint64_t estimate_context_cost(std::span<const std::int32_t> plane, std::size_t width, bool polyphase = false);
 
 // The median transform's prediction of a value from its left (a), upper (b) and upper-left (c)
 // neighbours, LOCO-I's median edge detector, as a clamp: in 64 bits a + b - c cannot wrap, and

@@ -560,9 +560,9 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
                              std::size_t channel) -> std::uint8_t {
     if (!settings.polyphase || shape.width < 2 || shape.height < 2) return 0;
     if (!intra && !(settings.transformed_chroma && channel > 0)) return 0;
-    codecs::to_polyphase(std::span<const std::int32_t>(symbols), shape.width, std::span<std::int32_t>(polyphase_symbols));
-    const double polyphase_cost = double(codecs::estimate_context_cost(polyphase_symbols, shape.width));
+    const double polyphase_cost = double(codecs::estimate_context_cost(symbols, shape.width, true));
     if (polyphase_cost >= kPolyphaseGain * double(codecs::estimate_context_cost(symbols, shape.width))) return 0;
+    codecs::to_polyphase(std::span<const std::int32_t>(symbols), shape.width, std::span<std::int32_t>(polyphase_symbols));
     symbols.swap(polyphase_symbols);
     codecs::to_polyphase(std::span<const std::uint8_t>(side), shape.width, std::span<std::uint8_t>(polyphase_side));
     std::copy(polyphase_side.begin(), polyphase_side.end(), side.begin());

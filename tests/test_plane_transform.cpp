@@ -231,3 +231,17 @@ TEST_CASE("the context estimate sees where values lie, which the order-0 estimat
   CHECK(ratio > 0.97);
   CHECK(ratio < 1.03);
 }
+
+TEST_CASE("the context estimate of the polyphase layout, read in place, is the estimate of the laid-out plane",
+          "[codecs][transform]") {
+  std::mt19937 rng(29);
+  for (const auto [width, height] : {std::pair<std::size_t, std::size_t>{128, 96}, {37, 23}, {2, 2}, {1, 9}, {9, 1}, {64, 200}}) {
+    INFO(width << " x " << height);
+    std::vector<std::int32_t> plane(width * height), poly(plane.size());
+    for (std::size_t i = 0; i < plane.size(); ++i)  // smooth in one phase, noise in the others
+      plane[i] = std::int32_t((i % 2) ? rng() % 41 : rng() % 3) - ((i % 2) ? 20 : 1);
+    to_polyphase(std::span<const std::int32_t>(plane), width, std::span<std::int32_t>(poly));
+    CHECK(estimate_context_cost(plane, width, true) == estimate_context_cost(poly, width));
+    if (width > 2 && height > 2) CHECK(estimate_context_cost(plane, width, true) != estimate_context_cost(plane, width));
+  }
+}
