@@ -1906,7 +1906,9 @@ std::vector<bool> colour_transform_choices(const Predictor& predictor, const Fra
     for (const auto& c : transformed) transformed_list.push_back(&c);
     std::size_t plain = 0, coded = 0;
     for (const auto& e : encode_predicted(trial, trial_shape, plain_list, trial_settings)) plain += e.bytes.size();
-    for (const auto& e : encode_predicted(trial, colour_transformed_shape(trial_shape), transformed_list, trial_settings))
+    CodingSettings transformed_settings = trial_settings;
+    transformed_settings.transformed_chroma = true;  // as the GOP would be coded
+    for (const auto& e : encode_predicted(trial, colour_transformed_shape(trial_shape), transformed_list, transformed_settings))
       coded += e.bytes.size();
     chosen[g] = coded < plain;
   }
