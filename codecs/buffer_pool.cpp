@@ -94,12 +94,16 @@ void unmap_block(void* block, std::size_t size) noexcept { ::munmap(block, size)
 // lists consistent; the child then unmaps its copies of the blocks (its own mappings).
 void lock_for_fork() { pool().mutex.lock(); }
 void unlock_in_parent() { pool().mutex.unlock(); }
-void empty_in_child() {
-  Pool& p = pool();
+// Unmaps the blocks the pool holds; the caller holds its lock.
+void unmap_held(Pool& p) noexcept {
   for (auto& [size, blocks] : p.free)
     for (void* block : blocks) unmap_block(block, size);
   p.free.clear();
   p.held = 0;
+}
+void empty_in_child() {
+  Pool& p = pool();
+  unmap_held(p);
   p.mutex.unlock();
 }
 
@@ -156,6 +160,12 @@ void pooled_release(void* block, std::size_t bytes) noexcept {
     }
   }
   unmap_block(block, size);
+}
+
+void pooled_trim() noexcept {
+  Pool& p = pool();
+  std::lock_guard lock(p.mutex);
+  unmap_held(p);
 }
 
 std::size_t pooled_bytes() {

@@ -28,6 +28,9 @@ void* pooled_acquire(std::size_t bytes);
 void pooled_release(void* block, std::size_t bytes) noexcept;
 // Bytes the pool holds now (tests, diagnostics).
 std::size_t pooled_bytes();
+// Unmaps every block the pool holds (not those in use): their memory back to the system, as after
+// a job that will not decode again; the peak it keeps to stays as it was.
+void pooled_trim() noexcept;
 
 // A std::allocator that leaves new elements uninitialized (default-initialized, not zeroed: for
 // buffers written in full before they are read) and takes blocks of kPooledBytes or more from the
