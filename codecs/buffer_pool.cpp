@@ -61,15 +61,25 @@ Pool& pool();
 // (docs/performance.md, "The buffer pool's own mappings").
 //
 // A new block is faulted in at once (MADV_POPULATE_WRITE, Linux 5.14) rather than page by page as
-// it is first written: one call instead of a page fault for each 4 KiB, which on this project's VM
-// cost 20% of decoding a colour video's first GOP (docs/performance.md, "Blocks faulted in at
-// once"). Blocks of 2 MiB and more are aligned to 2 MiB and offered transparent huge pages
+// it is first written: one call instead of a page fault for each 4 KiB (on this project's VM the
+// faults were 16-23% of the CPU time of decoding a colour clip of four GOPs: docs/performance.md,
+// "Blocks faulted in at once"). Blocks of 2 MiB and more are aligned to 2 MiB and offered transparent huge pages
 // (MADV_HUGEPAGE: where the system allows them, one page for each 2 MiB). Both are advice: a
 // kernel that refuses them leaves the block as an ordinary mapping, faulted in as it is used.
+// TEZIP_HUGE_PAGES=0 leaves every block to small pages (where the kernel's compaction to find huge
+// pages, `defrag` in /sys/kernel/mm/transparent_hugepage, would stall a job).
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
+bool huge_pages_wanted() {
+  static const bool wanted = [] {
+    const char* v = std::getenv("TEZIP_HUGE_PAGES");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return wanted;
+}
+
 void* map_block(std::size_t size) {
-  const std::size_t slack = size >= kHugePage ? kHugePage : 0;
+  const std::size_t slack = size >= kHugePage && huge_pages_wanted() ? kHugePage : 0;
   void* mapped = ::mmap(nullptr, size + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapped == MAP_FAILED) throw std::bad_alloc();
   char* block = static_cast<char*>(mapped);

@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "codecs/buffer_pool.hpp"
 #include "codecs/block_motion.hpp"
+#include "codecs/buffer_pool.hpp"
 #include "codecs/channel_plan.hpp"
 #include "codecs/codec_error.hpp"
 #include "codecs/colour_transform.hpp"

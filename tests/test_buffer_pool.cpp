@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "codecs/buffer_pool.hpp"
@@ -58,6 +59,9 @@ TEST_CASE("a new pooled block is resident before it is written, where the kernel
     std::size_t in = 0;
     for (unsigned char r : resident) in += r & 1;
     CHECK(in == pages);
+    const char* huge = std::getenv("TEZIP_HUGE_PAGES");
+    if (bytes >= (std::size_t{2} << 20) && (huge == nullptr || std::string(huge) != "0"))  // aligned for huge pages
+      CHECK(reinterpret_cast<std::uintptr_t>(block) % (std::size_t{2} << 20) == 0);
     block[0] = 1, block[bytes - 1] = 2;  // and writable to its end
     CHECK(int(block[0]) + block[bytes - 1] == 3);
     codecs::pooled_release(block, bytes);
