@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "codecs/buffer_pool.hpp"
 #include "format/errors.hpp"
 #include "loader/chunk_store.hpp"
 #include "loader/exchange.hpp"
@@ -169,6 +170,12 @@ PYBIND11_MODULE(_tezip, m) {
       if (s.exchange) s.exchange->finish();
     ending.clear();
   }, "Waits for the chunk exchanges running in the background and closes them (call before MPI_Finalize; run at exit)");
+
+  m.def("buffer_pool_bytes", [] { return codecs::pooled_bytes(); },
+        "Bytes of decoding buffers the process keeps for reuse (blocks freed by Readers and Streams)");
+  m.def("release_buffers", [] { codecs::pooled_trim(); },
+        "Gives the kept decoding buffers back to the system (after the data loading of a job is done); "
+        "buffers in use are not affected");
 
   py::class_<Reader, std::shared_ptr<Reader>>(m, "Reader")
       .def(py::init([](const std::string& path, std::size_t cache_gops) {

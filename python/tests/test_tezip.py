@@ -52,6 +52,20 @@ class TezipTest(unittest.TestCase):
         with self.assertRaises(IndexError):
             r.frame(0, 11)
 
+    def test_release_buffers(self):
+        # Frames large enough that decoding takes blocks of the buffer pool (64 KiB and more).
+        frames = synthetic((1, 4, 192, 256), np.uint8, 3)
+        npy, out = os.path.join(self.tmp.name, "large.npy"), os.path.join(self.tmp.name, "large.tzp")
+        np.save(npy, frames[0])
+        subprocess.run([os.environ.get("TEZIP_BINARY", "tezip"), "compress", npy, "-o", out, "-q"], check=True)
+        r = tezip.Reader(out)
+        np.testing.assert_array_equal(r.clip(0, 0, 4), frames[0])
+        del r
+        self.assertGreater(tezip.buffer_pool_bytes(), 0)
+        tezip.release_buffers()
+        self.assertEqual(tezip.buffer_pool_bytes(), 0)
+        np.testing.assert_array_equal(tezip.Reader(out).frame(0, 3), frames[0, 3])  # decodes as before
+
     def test_colour_uint16(self):
         r = tezip.Reader(self.paths["colour"])
         f = r.frame(0, 3)

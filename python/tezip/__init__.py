@@ -22,10 +22,12 @@ later epoch's chunks arrive from the other ranks over MPI while the previous epo
 import atexit
 
 from ._tezip import (ChunkMissing, DataError, ExchangeError, InputError, Reader, Sample, Stream, StoreFull,
-                     __version__, built_with_mpi, finish_exchanges, store_traffic)
+                     __version__, buffer_pool_bytes, built_with_mpi, finish_exchanges, release_buffers,
+                     store_traffic)
 
 # Before mpi4py finalises MPI (its own atexit hook was registered earlier, so it runs later).
 atexit.register(finish_exchanges)
 
 __all__ = ["ChunkMissing", "DataError", "ExchangeError", "InputError", "Reader", "Sample", "Stream", "StoreFull",
-           "__version__", "built_with_mpi", "finish_exchanges", "store_traffic"]
+           "__version__", "buffer_pool_bytes", "built_with_mpi", "finish_exchanges", "release_buffers",
+           "store_traffic"]
