@@ -564,8 +564,10 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     if (polyphase_cost >= kPolyphaseGain * double(codecs::estimate_context_cost(symbols, shape.width))) return 0;
     codecs::to_polyphase(std::span<const std::int32_t>(symbols), shape.width, std::span<std::int32_t>(polyphase_symbols));
     symbols.swap(polyphase_symbols);
-    codecs::to_polyphase(std::span<const std::uint8_t>(side), shape.width, std::span<std::uint8_t>(polyphase_side));
-    std::copy(polyphase_side.begin(), polyphase_side.end(), side.begin());
+    if (!intra) {  // an intra plane's side classes are zeros in either layout
+      codecs::to_polyphase(std::span<const std::uint8_t>(side), shape.width, std::span<std::uint8_t>(polyphase_side));
+      std::copy(polyphase_side.begin(), polyphase_side.end(), side.begin());
+    }
     return kPolyphaseFlag;
   };
   auto emit_symbols = [&](GopSymbols& s, std::vector<std::int32_t>& symbols, std::span<std::uint8_t> side, bool intra,
