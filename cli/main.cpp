@@ -190,6 +190,8 @@ void add_coding_options(cxxopts::Options& options) {
       "quantizer", "linear (SZ-style) or interval (TEZIP's); default by mode", cxxopts::value<std::string>())(
       "gop", "frames per GOP (static window); the longest GOP with --mse-threshold",
       cxxopts::value<std::uint64_t>()->default_value("32"))(
+      "group-mb", "sequences of one GOP, each at most a quarter of this many MB of pixels, stored in groups of up to this "
+      "many MB where that is smaller (random access per group; 0: never)", cxxopts::value<double>()->default_value("4"))(
       "mse-threshold", "dynamic window: a new key frame when the forecast's MSE (pixels scaled to [0, 1]) passes T, e.g. 0.002", cxxopts::value<double>())(
       "level", "zstd level 1-22 of the trial against rANS (a stream zstd wins is compressed again at level 19)",
       cxxopts::value<int>()->default_value("9"))(
@@ -270,6 +272,9 @@ CompressOptions coding_options(const cxxopts::ParseResult& args) {
     if (!(compress.gop.mse_threshold >= 0)) throw UsageError("--mse-threshold must be >= 0");
     if (!args["gop"].count()) compress.gop.size = 64;
   }
+  const double group_mb = args["group-mb"].as<double>();
+  if (!(group_mb >= 0 && group_mb <= 4096)) throw UsageError("--group-mb must be in [0, 4096]");
+  compress.group_bytes = std::uint64_t(group_mb * (1 << 20));
   compress.threads = threads_of(args);
   compress.source = source_options(args);
   return compress;

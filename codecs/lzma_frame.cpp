@@ -34,10 +34,11 @@ lzma_options_lzma options_for(unsigned dict_log) {
 
 }  // namespace
 
-std::vector<std::uint8_t> compress_lzma_frame(std::span<const std::uint8_t> bytes) {
+std::vector<std::uint8_t> compress_lzma_frame(std::span<const std::uint8_t> bytes, LzmaContexts contexts) {
   const unsigned dict_log =
       std::clamp<unsigned>(unsigned(std::bit_width(std::max<std::size_t>(bytes.size(), 1) - 1)), kMinDictLog, kMaxDictLog);
   lzma_options_lzma options = options_for(dict_log);
+  options.lc = contexts.lc, options.lp = contexts.lp, options.pb = contexts.pb;
   const lzma_filter filters[] = {{LZMA_FILTER_LZMA2, &options}, {LZMA_VLI_UNKNOWN, nullptr}};
   Stream s = new_stream();
   if (lzma_raw_encoder(s.get(), filters) != LZMA_OK) throw std::runtime_error("liblzma: cannot start the encoder");

@@ -12,7 +12,12 @@ namespace tezip::codecs {
 //   u8 log2 of the dictionary size (12..26) | varint decoded size | LZMA2 stream (with its end marker)
 // The dictionary is the smallest power of two that holds the input, so that decoding allocates no
 // more than the data needs.
-std::vector<std::uint8_t> compress_lzma_frame(std::span<const std::uint8_t> bytes);
+// `contexts`: LZMA's literal and position context bits (lc, lp, pb; preset 9e's 3, 0, 2 by default),
+// which the LZMA2 stream carries itself, so the decoder needs nothing more.
+struct LzmaContexts {
+  unsigned lc = 3, lp = 0, pb = 2;
+};
+std::vector<std::uint8_t> compress_lzma_frame(std::span<const std::uint8_t> bytes, LzmaContexts contexts = {});
 
 // Decompresses one frame whose decoded size must lie in [min_size, max_size] (checked before
 // anything is allocated) and which must fill `frame` exactly. Throws CodecError("<what>: ...").

@@ -135,14 +135,16 @@ std::vector<GopFrames> ArchiveDecoder::decode_checked(std::span<const std::size_
   const auto& sequence = index.sequences[index.chunks.at(which.front()).sequence];
   std::vector<codecs::PooledBytes> bytes;
   std::vector<std::span<const std::uint8_t>> chunks;
-  std::vector<std::size_t> counts;
-  for (const std::size_t i : which) {
-    const auto& chunk = index.chunks.at(i);
+  std::vector<std::size_t> counts, coded;  // coded: the places in `which` of chunks that are not in a group
+  for (std::size_t c = 0; c < which.size(); ++c) {
+    const auto& chunk = index.chunks.at(which[c]);
     if (index.sequences[chunk.sequence].geometry.raw_bytes() != sequence.geometry.raw_bytes() ||
         index.sequences[chunk.sequence].geometry.channels != sequence.geometry.channels)
       throw std::invalid_argument("decode_chunks: chunks of different geometries");
-    bytes.push_back(reader_->read_chunk(i));
     counts.push_back(std::size_t(chunk.frame_count));
+    if (chunk.stats.grouped) continue;
+    bytes.push_back(reader_->read_chunk(which[c]));
+    coded.push_back(c);
   }
   for (const auto& b : bytes) chunks.emplace_back(b);
   const auto where = [&](std::size_t i) {
@@ -183,9 +185,30 @@ std::vector<GopFrames> ArchiveDecoder::decode_checked(std::span<const std::size_
     // The rows lie in the frame's planar buffer, `channel` planes and `y` rows into it.
     frame_done(c, t, std::span<const std::uint16_t>(rows.data() - (channel * height + y) * width, channels * height * width));
   };
-  std::vector<GopFrames> frames;
+  std::vector<GopFrames> frames(which.size());
   try {
-    frames = decode_gops(*predictor_, shape_of(sequence.geometry), chunks, counts, index.settings.coding, hash_rows, wanted);
+    if (!coded.empty()) {
+      std::vector<std::size_t> coded_counts;
+      for (const std::size_t c : coded) coded_counts.push_back(counts[c]);
+      const RowsDone coded_rows = [&](std::size_t k, std::size_t t, std::size_t channel, std::size_t y, std::span<const std::uint16_t> rows) {
+        hash_rows(coded[k], t, channel, y, rows);
+      };
+      auto decoded = decode_gops(*predictor_, shape_of(sequence.geometry), chunks, coded_counts, index.settings.coding,
+                                 coded.size() == which.size() ? hash_rows : coded_rows, wanted);
+      for (std::size_t k = 0; k < coded.size(); ++k) frames[coded[k]] = std::move(decoded[k]);
+    }
+    // Members of groups: their frames from the group's, checked and handed over plane by plane.
+    const std::size_t plane_size = width * height;
+    for (std::size_t c = 0; c < which.size(); ++c) {
+      const auto& stats = index.chunks[which[c]].stats;
+      if (!stats.grouped) continue;
+      GopFrames member = group_of(which[c])->member(stats.member);
+      if (member.size() != counts[c]) throw std::logic_error("decode_chunks: a group member's frame count differs");
+      for (std::size_t t = 0; t < member.size(); ++t)
+        for (std::size_t channel = 0; channel < channels; ++channel)
+          hash_rows(c, t, channel, 0, std::span<const std::uint16_t>(member[t]).subspan(channel * plane_size, plane_size));
+      frames[c] = std::move(member);
+    }
   } catch (const std::exception& e) {
     if (!dynamic_cast<const DataError*>(&e) && !dynamic_cast<const codecs::CodecError*>(&e)) throw;
     // A batch decodes in lockstep: the damage is in one of its chunks, named by the first.
@@ -209,6 +232,30 @@ std::vector<GopFrames> ArchiveDecoder::decode_checked(std::span<const std::size_
     }
   }
   return frames;
+}
+
+std::shared_ptr<const DecodedGroup> ArchiveDecoder::group_of(std::size_t i) const {
+  const auto& chunks = reader_->index().chunks;
+  const std::size_t first = i - chunks.at(i).stats.member;  // the index keeps members consecutive
+  if (chunks[i].stats.member > 0 && group_member_of(reader_->read_chunk(i)) != chunks[i].stats.member)
+    throw DataError("a group's member chunk names another place in the group than the index");
+  {
+    std::lock_guard lock(groups_mutex_);
+    for (auto it = groups_.begin(); it != groups_.end(); ++it)
+      if (it->first == first) {
+        groups_.splice(groups_.begin(), groups_, it);
+        return it->second;
+      }
+  }
+  std::vector<std::size_t> counts;
+  for (std::size_t j = first; j < chunks.size() && chunks[j].stats.grouped && chunks[j].stats.member == j - first; ++j)
+    counts.push_back(std::size_t(chunks[j].frame_count));
+  const auto& geometry = reader_->index().sequences[chunks[first].sequence].geometry;
+  auto group = std::make_shared<const DecodedGroup>(shape_of(geometry), reader_->read_chunk(first), counts);
+  std::lock_guard lock(groups_mutex_);
+  groups_.emplace_front(first, group);
+  if (groups_.size() > kKeptGroups) groups_.pop_back();
+  return group;
 }
 
 namespace {

@@ -2,12 +2,15 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <list>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "compressor/chunk_group.hpp"
 #include "compressor/gop_codec.hpp"
 #include "format/archive.hpp"
 #include "compressor/encoder.hpp"
@@ -46,8 +49,15 @@ class ArchiveDecoder {
 
  private:
   std::vector<GopFrames> decode_checked(std::span<const std::size_t> chunks, Frames wanted, const FrameDone& frame_done) const;
+  // Chunk i's group of short sequences (compressor/chunk_group.hpp), decoded once for all of its
+  // members: the last kKeptGroups are kept.
+  std::shared_ptr<const DecodedGroup> group_of(std::size_t i) const;
+  static constexpr std::size_t kKeptGroups = 4;
+
   std::unique_ptr<ArchiveReader> reader_;
   std::unique_ptr<Predictor> predictor_;
+  mutable std::mutex groups_mutex_;
+  mutable std::list<std::pair<std::size_t, std::shared_ptr<const DecodedGroup>>> groups_;  // front: the last used
 };
 
 struct DecompressOptions {

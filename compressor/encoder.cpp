@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "compressor/chunk_group.hpp"
 #include "compressor/grouper.hpp"
 #include "compressor/memory_budget.hpp"
 #include "compressor/thread_pool.hpp"
@@ -175,18 +176,70 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   const std::uint64_t available = available_memory_bytes();
   CompressReport report;
 
+  auto store = [&](ChunkEntry entry, std::span<const std::uint8_t> bytes, const ChunkStats& stats, const GopFrames& reconstruction) {
+    writer.append_chunk(bytes, entry);
+    entry.stats = stats;
+    entry.frames_hash = hash_frames(reconstruction, frames_checksum_of(kArchiveVersion));
+    index.chunks.push_back(entry);
+    done += index.sequences[entry.sequence].geometry.raw_bytes() * entry.frame_count;
+  };
+  // Short sequences (compressor/chunk_group.hpp): each a single GOP of at most a quarter of
+  // options.group_bytes waits here, coded, while the waiting ones' raw pixels stay within
+  // group_bytes; then they are stored as a group where that is smaller than their own chunks (a
+  // measured choice), and as they are otherwise.
+  struct Waiting {
+    ChunkEntry entry;
+    EncodedGop gop;
+  };
+  std::vector<Waiting> group;
+  std::uint64_t group_raw = 0, group_pixels = 0;
+  auto close_group = [&] {
+    if (group.size() >= 2) {
+      std::vector<const GopFrames*> members;
+      std::uint64_t own = 0, grouped = 0;  // the members' own chunks; the grouped chunks but the group's
+      for (const auto& w : group) members.push_back(&w.gop.reconstruction), own += w.gop.bytes.size();
+      std::vector<std::vector<std::uint8_t>> chunks{{}};
+      for (std::size_t k = 1; k < group.size(); ++k) chunks.push_back(group_member_chunk(k));
+      for (const auto& c : chunks) grouped += c.size() + 1;  // each entry's member number too
+      ChunkStats stats;
+      auto holder = own > grouped ? encode_group(shape_of(index.sequences[group[0].entry.sequence].geometry), members,
+                                                 own - grouped, stats)
+                                  : std::nullopt;
+      if (holder) {
+        chunks[0] = std::move(*holder);
+        for (std::size_t k = 0; k < group.size(); ++k) {
+          ChunkStats member_stats = stats;
+          if (k > 0) member_stats.symbol_bytes = 0;
+          member_stats.grouped = true, member_stats.member = std::uint32_t(k);
+          store(group[k].entry, chunks[k], member_stats, group[k].gop.reconstruction);
+        }
+        group.clear();
+      }
+    }
+    for (const auto& w : group) store(w.entry, w.gop.bytes, w.gop.stats, w.gop.reconstruction);
+    group.clear();
+    group_raw = group_pixels = 0;
+  };
   auto finish_oldest = [&] {
     PendingBatch p = std::move(pending.front());
     pending.pop_front();
     std::vector<EncodedGop> gops = p.result.get();
     for (std::size_t g = 0; g < gops.size(); ++g) {
-      ChunkEntry& entry = p.entries[g];
-      writer.append_chunk(gops[g].bytes, entry);
-      entry.stats = gops[g].stats;
-      auto& sequence = index.sequences[entry.sequence];
-      entry.frames_hash = hash_frames(gops[g].reconstruction, frames_checksum_of(kArchiveVersion));
-      index.chunks.push_back(entry);
-      done += sequence.geometry.raw_bytes() * entry.frame_count;
+      const ChunkEntry& entry = p.entries[g];
+      const auto& sequence = index.sequences[entry.sequence];
+      const std::uint64_t raw = sequence.geometry.raw_bytes() * entry.frame_count;
+      const std::uint64_t pixels = sequence.geometry.pixel_count() * entry.frame_count;
+      const bool short_sequence = options.group_bytes > 0 && entry.first_frame == 0 && entry.frame_count == sequence.frames.size() &&
+                                  raw <= options.group_bytes / 4;
+      if (!group.empty() && (!short_sequence || !(index.sequences[group[0].entry.sequence].geometry == sequence.geometry) ||
+                             group_raw + raw > options.group_bytes || group_pixels + pixels > ArchiveLimits{}.max_chunk_pixels))
+        close_group();
+      if (short_sequence) {
+        group.push_back({entry, std::move(gops[g])});
+        group_raw += raw, group_pixels += pixels;
+      } else {
+        store(entry, gops[g].bytes, gops[g].stats, gops[g].reconstruction);
+      }
     }
     if (options.progress) options.progress(done, total);
   };
@@ -267,6 +320,7 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
     flush();
   }
   while (!pending.empty()) finish_oldest();
+  close_group();
 
   report.sequences = index.sequences.size();
   report.frames = index.frame_count();

@@ -33,6 +33,9 @@ struct CompressOptions {
   bool adapt_keep_smaller = true;
   bool adapts() const { return adapt_auto || adapt.seconds > 0; }
   GopPolicy gop;
+  // Sequences of a single GOP, each at most a quarter of this many raw bytes, are stored in groups
+  // of up to this many where that is smaller (compressor/chunk_group.hpp); 0: never.
+  std::uint64_t group_bytes = std::uint64_t(4) << 20;
   SourceOptions source;  // how INPUT is read (compress(); compress_sources takes open sources)
   unsigned threads = 0;  // 0: all cores
   bool overwrite = false;

@@ -30,6 +30,7 @@
 #include "codecs/striped_rans.hpp"
 #include "codecs/symbol_coder.hpp"
 #include "codecs/zstd_frame.hpp"
+#include "compressor/chunk_group.hpp"
 #include "format/byte_io.hpp"
 
 namespace tezip {
@@ -1960,6 +1961,8 @@ std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t>
   if (head[0] == kColourChunk) return head.size() < 2 ? "?" : "rct " + chunk_kind(predictor, head.subspan(2));
   if (head[0] == kPixelChunk) return "pixels";
   if (head[0] == kSparseChunk) return "sparse";
+  if (head[0] == kGroupChunk) return "group";
+  if (head[0] == kGroupMemberChunk) return "in group";
   const auto choices = predictor.choices();
   if (choices.empty() || head.size() < 3) return predictor.identity().kind;  // version, quantizer, choice
   const Predictor* used = chunk_predictor(predictor, head);

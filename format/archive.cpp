@@ -31,6 +31,8 @@ constexpr std::uint64_t kHeaderSize = 16;
 constexpr std::uint64_t kFooterSize = 32;
 // In the statistics' coder byte of a chunk entry: the chunk is a pixel chunk (docs/format.md).
 constexpr std::uint8_t kPixelChunkBit = 0x80;
+// Version 6: the chunk belongs to a group; its member number follows the coder byte.
+constexpr std::uint8_t kGroupedBit = 0x40;
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -279,7 +281,9 @@ std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index, std::uint32
     out.varint(c.stats.run_bytes);
     out.varint(c.stats.literal_bytes);
     out.varint(c.stats.literal_count);
-    out.u8(std::uint8_t(c.stats.coder) | (c.stats.pixels ? kPixelChunkBit : 0));
+    if (c.stats.grouped && version < 6) throw std::invalid_argument("serialize_index: version " + std::to_string(version) + " has no groups");
+    out.u8(std::uint8_t(c.stats.coder) | (c.stats.pixels ? kPixelChunkBit : 0) | (c.stats.grouped ? kGroupedBit : 0));
+    if (c.stats.grouped) out.varint(c.stats.member);
   }
   return std::move(out.bytes());
 }
@@ -341,7 +345,7 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
   }
   const auto chunks = in.varint(in.remaining() / 30, "chunk count");
   index.chunks.resize(chunks);
-  std::uint64_t expected_sequence = 0, expected_frame = 0, previous_end = chunks_start;
+  std::uint64_t expected_sequence = 0, expected_frame = 0, previous_end = chunks_start, group_pixels = 0;
   for (auto& c : index.chunks) {
     c.sequence = in.varint();
     c.first_frame = in.varint();
@@ -355,9 +359,12 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
     c.stats.literal_bytes = in.varint();
     c.stats.literal_count = in.varint();
     const std::uint8_t coder = in.u8();
-    if (!codecs::is_entropy_coder(coder & ~kPixelChunkBit)) in.fail("unknown entropy coder");
-    c.stats.coder = codecs::EntropyCoderKind(coder & ~kPixelChunkBit);
+    const std::uint8_t flags = kPixelChunkBit | (version >= 6 ? kGroupedBit : 0);
+    if (!codecs::is_entropy_coder(coder & ~flags)) in.fail("unknown entropy coder");
+    c.stats.coder = codecs::EntropyCoderKind(coder & ~flags);
     c.stats.pixels = coder & kPixelChunkBit;
+    c.stats.grouped = coder & kGroupedBit;
+    if (c.stats.grouped) c.stats.member = std::uint32_t(in.varint(UINT32_MAX, "group member"));
     // Chunks tile the sequences in order, and the file's chunk area in order.
     while (expected_sequence < index.sequences.size() && expected_frame == index.sequences[expected_sequence].frames.size()) {
       ++expected_sequence;
@@ -373,6 +380,21 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
       in.fail("chunk offset out of range");
     previous_end = c.offset + c.size;
     expected_frame += c.frame_count;
+    // A group's members are whole sequences of one geometry, numbered 0, 1, ... in consecutive
+    // chunks, and decode together: their pixels within the limit of one chunk.
+    if (c.stats.grouped) {
+      if (c.first_frame != 0 || c.frame_count != seq.frames.size()) in.fail("a grouped chunk that is not a whole sequence");
+      const std::size_t i = std::size_t(&c - index.chunks.data());
+      if (c.stats.member > 0) {
+        if (i == 0 || !index.chunks[i - 1].stats.grouped || index.chunks[i - 1].stats.member + 1 != c.stats.member ||
+            !(index.sequences[index.chunks[i - 1].sequence].geometry == seq.geometry))
+          in.fail("a group's members are not consecutive sequences of one geometry");
+        group_pixels += c.frame_count * seq.geometry.pixel_count();
+      } else {
+        group_pixels = c.frame_count * seq.geometry.pixel_count();
+      }
+      if (group_pixels > limits.max_chunk_pixels) in.fail("group too large");
+    }
   }
   while (expected_sequence < index.sequences.size() && expected_frame == index.sequences[expected_sequence].frames.size()) {
     ++expected_sequence;

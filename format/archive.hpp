@@ -19,9 +19,11 @@ namespace tezip {
 // 4: the index stored as one zstd frame, the model optional (a flag in the index). Frame
 // names, formats and chunk records repeat from entry to entry; compressed they no longer cost more
 // than the frames on small-frame data (Moving MNIST: 55.5 KB of index, 24% of the archive, before).
-// 5 (written): as 4, the chunks' decoded-frame checksums XXH3-64 instead of XXH64 (the library's
-// AVX2 kernel hashes 2.8x as fast; the checksum was 5-9% of decoding).
-inline constexpr std::uint32_t kArchiveVersion = 5;
+// 5: as 4, the chunks' decoded-frame checksums XXH3-64 instead of XXH64 (the library's AVX2
+// kernel hashes 2.8x as fast; the checksum was 5-9% of decoding).
+// 6 (written): as 5, and chunk entries may belong to a group of short sequences stored in the
+// group's first chunk (compressor/chunk_group.hpp; ChunkStats::grouped and member).
+inline constexpr std::uint32_t kArchiveVersion = 6;
 inline constexpr std::uint32_t kOldestArchiveVersion = 2;  // 2 to 4 are read too
 
 enum class GopKind : std::uint8_t { Static = 0, Dynamic = 1 };

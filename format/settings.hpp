@@ -79,6 +79,10 @@ struct ChunkStats {
   std::uint64_t literal_count = 0;
   codecs::EntropyCoderKind coder = codecs::EntropyCoderKind::Zstd;
   bool pixels = false;  // a pixel chunk: the frames as they are, through `coder`
+  // Archive version 6: the chunk's sequence is member `member` of a group of short sequences,
+  // whose frames are all in the group's first chunk (member 0; compressor/chunk_group.hpp).
+  bool grouped = false;
+  std::uint32_t member = 0;
 };
 
 }  // namespace tezip

@@ -1,0 +1,119 @@
+#include "compressor/chunk_group.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "codecs/codec_error.hpp"
+#include "codecs/lzma_frame.hpp"
+#include "codecs/pixel_frames.hpp"
+#include "codecs/zstd_frame.hpp"
+#include "format/byte_io.hpp"
+#include "format/errors.hpp"
+
+namespace tezip {
+namespace {
+
+// LZMA 9e, which on Moving MNIST's groups is 10% smaller than zstd -19 (docs/ratio_gaps.md, "Moving
+// MNIST: groups of sequences"), with preset 9e's literal contexts or with those of pixels (one
+// byte of context, lc 1, for 8-bit samples; the sample's alignment, lp = pb = 1, for 16-bit ones),
+// whichever codes the group's first kTrialBytes smaller: on MNIST the pixels' contexts were 1.8%
+// smaller. A group whose trial, scaled to the whole group, passes the members' own chunks by
+// kTrialMargin is not coded whole (video clips, whose predictive chunks are far smaller).
+constexpr std::size_t kTrialBytes = std::size_t{1} << 20;
+constexpr double kTrialMargin = 1.2;
+
+}  // namespace
+
+std::optional<std::vector<std::uint8_t>> encode_group(const FrameShape& shape, std::span<const GopFrames* const> members,
+                                                      std::uint64_t own, ChunkStats& stats) {
+  std::vector<std::uint8_t> packed;
+  std::size_t frames = 0;
+  for (const GopFrames* m : members) frames += m->size();
+  packed.reserve(frames * shape.size() * codecs::sample_bytes(shape.max_value));
+  for (const GopFrames* m : members)
+    for (const Pixels& frame : *m) {
+      if (frame.size() != shape.size()) throw std::invalid_argument("encode_group: a frame of another shape");
+      codecs::pack_samples(frame, shape.max_value, packed);
+    }
+  const std::span<const std::uint8_t> trial = std::span<const std::uint8_t>(packed).first(std::min(packed.size(), kTrialBytes));
+  const bool wide = codecs::sample_bytes(shape.max_value) > 1;
+  const codecs::LzmaContexts candidates[] = {{}, wide ? codecs::LzmaContexts{0, 1, 1} : codecs::LzmaContexts{1, 0, 0}};
+  std::vector<std::uint8_t> payload;
+  codecs::LzmaContexts chosen;
+  for (const auto& contexts : candidates)
+    if (auto coded = codecs::compress_lzma_frame(trial, contexts); payload.empty() || coded.size() < payload.size())
+      payload = std::move(coded), chosen = contexts;
+  if (double(payload.size()) * double(packed.size()) / double(trial.size()) > kTrialMargin * double(own)) return std::nullopt;
+  if (trial.size() < packed.size()) payload = codecs::compress_lzma_frame(packed, chosen);
+  ByteWriter out;
+  out.u8(kGroupChunk);
+  out.u8(std::uint8_t(codecs::EntropyCoderKind::Lzma));
+  out.varint(members.size());
+  for (const GopFrames* m : members) out.varint(m->size());
+  out.blob(payload);
+  if (out.bytes().size() >= own) return std::nullopt;
+  stats = ChunkStats{};
+  stats.symbol_bytes = payload.size();
+  stats.coder = codecs::EntropyCoderKind::Lzma;
+  stats.pixels = true;
+  return std::move(out.bytes());
+}
+
+std::vector<std::uint8_t> group_member_chunk(std::size_t member) {
+  if (member == 0) throw std::invalid_argument("group_member_chunk: member 0 holds the group");
+  ByteWriter out;
+  out.u8(kGroupMemberChunk);
+  out.varint(member);
+  return std::move(out.bytes());
+}
+
+DecodedGroup::DecodedGroup(const FrameShape& shape, std::span<const std::uint8_t> chunk, std::span<const std::size_t> frame_counts)
+    : shape_(shape) {
+  ByteReader in(chunk, "group chunk");
+  if (in.u8() != kGroupChunk) in.fail("not a group chunk");
+  const std::uint8_t coder = in.u8();
+  if (coder != std::uint8_t(codecs::EntropyCoderKind::Zstd) && coder != std::uint8_t(codecs::EntropyCoderKind::Lzma))
+    in.fail("unknown coder");
+  if (in.varint() != frame_counts.size()) in.fail("member count differs from the index");
+  first_.push_back(0);
+  for (const std::size_t count : frame_counts) {
+    if (in.varint() != count) in.fail("a member's frame count differs from the index");
+    first_.push_back(first_.back() + count);
+  }
+  const std::size_t bytes = first_.back() * shape.size() * codecs::sample_bytes(shape.max_value);
+  const auto payload = in.blob();
+  in.expect_end();
+  try {
+    packed_ = coder == std::uint8_t(codecs::EntropyCoderKind::Zstd)
+                  ? codecs::decompress_zstd_frame(payload, bytes, bytes, "group chunk")
+                  : codecs::decompress_lzma_frame(payload, bytes, bytes, "group chunk");
+  } catch (const codecs::CodecError& e) {
+    throw DataError(e.what());
+  }
+}
+
+GopFrames DecodedGroup::member(std::size_t k) const {
+  if (k >= members()) throw std::out_of_range("DecodedGroup::member: no such member");
+  const std::size_t frame_bytes = shape_.size() * codecs::sample_bytes(shape_.max_value);
+  GopFrames frames;
+  try {
+    for (std::size_t t = first_[k]; t < first_[k + 1]; ++t)
+      codecs::unpack_samples(std::span<const std::uint8_t>(packed_).subspan(t * frame_bytes, frame_bytes), shape_.max_value,
+                             frames.emplace_back(shape_.size()));
+  } catch (const codecs::CodecError& e) {
+    throw DataError(std::string("group chunk: ") + e.what());
+  }
+  return frames;
+}
+
+std::size_t group_member_of(std::span<const std::uint8_t> chunk) {
+  ByteReader in(chunk, "member chunk");
+  if (in.u8() != kGroupMemberChunk) in.fail("not a member of a group");
+  const std::size_t member = in.varint();
+  in.expect_end();
+  if (member == 0) in.fail("member 0 of a group");
+  return member;
+}
+
+}  // namespace tezip
