@@ -99,7 +99,8 @@ struct Reader::State {
       first_block.push_back(blocks.size());
       for (std::size_t q = 0; q < index.sequences.size(); ++q) sequences.push_back({a, q});
       for (const auto& c : index.chunks) {
-        blocks.push_back({sequence_base + std::size_t(c.sequence), std::size_t(c.first_frame), std::size_t(c.frame_count), c.size});
+        blocks.push_back({sequence_base + std::size_t(c.sequence), std::size_t(c.first_frame), std::size_t(c.frame_count), c.size,
+                          blocks.size() - c.stats.member});
         block_archive.push_back(a);
       }
     }

@@ -50,6 +50,10 @@ struct Block {
   std::size_t first_frame = 0;
   std::size_t frame_count = 0;
   std::uint64_t bytes = 0;   // compressed size: what reading this block costs
+  // The first block of the group of short sequences this block's sequence is stored in
+  // (compressor/chunk_group.hpp), whose chunk holds the group: decoding any block of a group decodes
+  // it; the block itself where it is in no group.
+  std::size_t unit = 0;
 };
 
 struct ReaderOptions {

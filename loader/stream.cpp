@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <queue>
 #include <random>
 #include <stdexcept>
@@ -111,6 +112,24 @@ StreamPlan::StreamPlan(const Reader& reader, const StreamOptions& options) : opt
   if (num_blocks() < options.world_size)
     throw std::invalid_argument("the data has " + std::to_string(num_blocks()) + " GOPs holding samples, fewer than world_size " +
                                 std::to_string(options.world_size) + ": shards are cut on GOP boundaries");
+  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+    if (samples_[b].count == 0) continue;
+    if (!units_.empty() && blocks_[units_.back().front()].unit == blocks_[b].unit)
+      units_.back().push_back(b);
+    else
+      units_.push_back({b});
+  }
+  if (units_.size() < options.world_size) {
+    units_.clear();
+    for (std::size_t b = 0; b < blocks_.size(); ++b)
+      if (samples_[b].count > 0) units_.push_back({b});
+  }
+}
+
+std::size_t StreamPlan::unit_samples(const std::vector<std::size_t>& unit) const {
+  std::size_t n = 0;
+  for (const std::size_t b : unit) n += samples_[b].count;
+  return n;
 }
 
 std::size_t StreamPlan::num_blocks() const {
@@ -125,27 +144,24 @@ std::size_t StreamPlan::num_samples() const {
 
 std::vector<std::size_t> StreamPlan::owners(std::uint64_t epoch) const {
   const std::size_t world = options_.world_size;
-  std::vector<std::size_t> owner(blocks_.size(), kNone);
-  std::vector<std::size_t> order;
-  for (std::size_t b = 0; b < blocks_.size(); ++b)
-    if (samples_[b].count) order.push_back(b);
+  std::vector<std::size_t> owner(units_.size(), kNone);  // of each unit
+  std::vector<std::size_t> order(units_.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
   Random deal(mix({options_.seed, 0, kDeal}));
   deal.shuffle(order);
   LoadHeap heap;
   for (std::size_t r = 0; r < world; ++r) heap.push({0, r});
-  for (auto b : order) {
+  for (auto u : order) {
     auto [load, r] = heap.top();
     heap.pop();
-    owner[b] = r;
-    heap.push({load + samples_[b].count, r});
+    owner[u] = r;
+    heap.push({load + unit_samples(units_[u]), r});
   }
-  if (world == 1) return owner;
-  for (std::uint64_t e = 1; e <= epoch; ++e) {
+  for (std::uint64_t e = 1; world > 1 && e <= epoch; ++e) {
     std::vector<std::vector<std::size_t>> held(world);
-    for (std::size_t b = 0; b < blocks_.size(); ++b)
-      if (owner[b] != kNone) held[owner[b]].push_back(b);
+    for (std::size_t u = 0; u < units_.size(); ++u) held[owner[u]].push_back(u);
     std::vector<std::uint64_t> load(world, 0);
-    std::vector<std::pair<std::size_t, std::size_t>> pool;  // (block, previous owner)
+    std::vector<std::pair<std::size_t, std::size_t>> pool;  // (unit, previous owner)
     for (std::size_t r = 0; r < world; ++r) {
       Random pick(mix({options_.seed, e, kPick, r}));
       pick.shuffle(held[r]);
@@ -154,27 +170,30 @@ std::vector<std::size_t> StreamPlan::owners(std::uint64_t epoch) const {
         if (i < moving)
           pool.emplace_back(held[r][i], r);
         else
-          load[r] += samples_[held[r][i]].count;
+          load[r] += unit_samples(units_[held[r][i]]);
       }
     }
     Random shuffle_pool(mix({options_.seed, e, kPool}));
     shuffle_pool.shuffle(pool);
     LoadHeap ranks;
     for (std::size_t r = 0; r < world; ++r) ranks.push({load[r], r});
-    for (auto [b, from] : pool) {
+    for (auto [u, from] : pool) {
       auto first = ranks.top();
       ranks.pop();
-      if (first.second == from) {  // a moved block goes elsewhere
+      if (first.second == from) {  // a moved unit goes elsewhere
         auto second = ranks.top();
         ranks.pop();
         ranks.push(first);
         first = second;
       }
-      owner[b] = first.second;
-      ranks.push({first.first + samples_[b].count, first.second});
+      owner[u] = first.second;
+      ranks.push({first.first + unit_samples(units_[u]), first.second});
     }
   }
-  return owner;
+  std::vector<std::size_t> block_owner(blocks_.size(), kNone);
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    for (const std::size_t b : units_[u]) block_owner[b] = owner[u];
+  return block_owner;
 }
 
 std::vector<std::size_t> StreamPlan::shard_sizes(const std::vector<std::size_t>& owner) const {
@@ -212,6 +231,7 @@ std::vector<std::vector<std::size_t>> StreamPlan::chunks_needed(std::uint64_t ep
     const std::size_t last = samples_[b].first_start + (samples_[b].count - 1) * options_.stride + options_.clip_len - 1;
     for (std::size_t c = b; c < blocks_.size() && blocks_[c].sequence == blocks_[b].sequence && blocks_[c].first_frame <= last; ++c)
       mine.push_back(c);
+    if (blocks_[b].unit != b) mine.push_back(blocks_[b].unit);  // the chunk that holds its group
   }
   for (auto& mine : needed) {
     std::sort(mine.begin(), mine.end());
@@ -232,18 +252,19 @@ RankOrder StreamPlan::order(std::uint64_t epoch, std::size_t rank) const {
   const auto sizes = shard_sizes(owner);
   const std::size_t target = options_.balance == Balance::Repeat ? *std::max_element(sizes.begin(), sizes.end())
                                                                  : *std::min_element(sizes.begin(), sizes.end());
-  std::vector<std::size_t> mine;
-  for (std::size_t b = 0; b < blocks_.size(); ++b)
-    if (owner[b] == rank) mine.push_back(b);
+  std::vector<std::size_t> mine;  // units, each of blocks in order
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (owner[units_[u].front()] == rank) mine.push_back(u);
   const bool shuffled = options_.shuffle_buffer > 0;
   if (shuffled) {
     Random order(mix({options_.seed, epoch, kOrder, rank}));
     order.shuffle(mine);
   }
   RankOrder out;
-  for (auto b : mine)
-    for (std::size_t i = 0; i < samples_[b].count; ++i)
-      out.decode.push_back({blocks_[b].sequence, samples_[b].first_start + i * options_.stride, b});
+  for (auto u : mine)
+    for (const std::size_t b : units_[u])
+      for (std::size_t i = 0; i < samples_[b].count; ++i)
+        out.decode.push_back({blocks_[b].sequence, samples_[b].first_start + i * options_.stride, b});
   out.own = out.decode.size();
   const std::size_t n = out.own;
   const std::size_t capacity = options_.shuffle_buffer;
@@ -282,7 +303,7 @@ std::uint64_t StreamPlan::fingerprint() const {
                          options_.seed, options_.shuffle_buffer, std::uint64_t(std::llround(options_.exchange * 1e9)),
                          std::uint64_t(options_.balance)});
   for (std::size_t b = 0; b < blocks_.size(); ++b)
-    h = mix({h, blocks_[b].sequence, blocks_[b].first_frame, blocks_[b].frame_count, blocks_[b].bytes});
+    h = mix({h, blocks_[b].sequence, blocks_[b].first_frame, blocks_[b].frame_count, blocks_[b].bytes, blocks_[b].unit});
   return h;
 }
 

@@ -89,9 +89,10 @@ struct RankOrder {
 // The deterministic part of a stream: which blocks every rank owns in each epoch and in which order
 // it delivers samples, from the dataset's layout and (seed, epoch) alone, so ranks agree without
 // talking. Sharding is on GOP boundaries: a sample belongs to the block holding its first frame
-// (a clip may read on into the next GOP). Epoch 0 deals the blocks, shuffled, to the least-loaded
-// rank; each later epoch takes round(exchange * n) random blocks from every rank's n and deals them,
-// shuffled, to the least-loaded rank other than their previous owner.
+// (a clip may read on into the next GOP); the blocks of a group of short sequences go together.
+// Epoch 0 deals the blocks (units of blocks), shuffled, to the least-loaded rank; each later epoch
+// takes round(exchange * n) random units from every rank's n and deals them, shuffled, to the
+// least-loaded rank other than their previous owner.
 class StreamPlan {
  public:
   StreamPlan(const Reader& reader, const StreamOptions& options);
@@ -114,9 +115,14 @@ class StreamPlan {
     std::size_t first_start = 0, count = 0;
   };
   std::vector<std::size_t> shard_sizes(const std::vector<std::size_t>& owners) const;
+  std::size_t unit_samples(const std::vector<std::size_t>& unit) const;
 
   std::vector<Block> blocks_;
   std::vector<BlockSamples> samples_;
+  // The blocks holding samples, in the units that are dealt, exchanged and shuffled whole: a group's
+  // (Block::unit; so that a rank decodes a group once for all of its sequences), one block each
+  // where there are groups fewer than ranks.
+  std::vector<std::vector<std::size_t>> units_;
   StreamOptions options_;
 };
 
