@@ -84,9 +84,7 @@ DecodedGroup::DecodedGroup(const FrameShape& shape, std::span<const std::uint8_t
     : shape_(shape) {
   ByteReader in(chunk, "group chunk");
   if (in.u8() != kGroupChunk) in.fail("not a group chunk");
-  const std::uint8_t coder = in.u8();
-  if (coder != std::uint8_t(codecs::EntropyCoderKind::Zstd) && coder != std::uint8_t(codecs::EntropyCoderKind::Lzma))
-    in.fail("unknown coder");
+  if (in.u8() != std::uint8_t(codecs::EntropyCoderKind::Lzma)) in.fail("unknown coder");
   if (in.varint() != frame_counts.size()) in.fail("member count differs from the index");
   first_.push_back(0);
   for (const std::size_t count : frame_counts) {
@@ -97,9 +95,9 @@ DecodedGroup::DecodedGroup(const FrameShape& shape, std::span<const std::uint8_t
   const auto payload = in.blob();
   in.expect_end();
   try {
-    packed_ = coder == std::uint8_t(codecs::EntropyCoderKind::Zstd)
-                  ? codecs::decompress_zstd_frame(payload, bytes, bytes, "group chunk")
-                  : codecs::decompress_lzma_frame(payload, bytes, bytes, "group chunk");
+    if (codecs::lzma_frame_size(payload, "group chunk") != bytes) in.fail("decoded size differs from the members'");
+    packed_ = codecs::PooledBytes(bytes);
+    codecs::decompress_lzma_frame(payload, packed_, "group chunk");
   } catch (const codecs::CodecError& e) {
     throw DataError(e.what());
   }

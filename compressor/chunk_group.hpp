@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "codecs/buffer_pool.hpp"
 #include "compressor/gop_codec.hpp"
 #include "format/settings.hpp"
 
@@ -48,7 +49,7 @@ class DecodedGroup {
 
  private:
   FrameShape shape_;
-  std::vector<std::uint8_t> packed_;
+  codecs::PooledBytes packed_;
   std::vector<std::size_t> first_;  // each member's first frame in packed_, then the frame count
 };
 
