@@ -687,6 +687,16 @@ int run_info(int argc, char** argv) {
     counts += (counts.empty() ? "" : ", ") + std::to_string(coders[kind]) + " " + codecs::coder_name(kind);
   counts += ", " + std::to_string(pixel_chunks) + " pixel-domain (pixels or sparse)";
   std::printf("chunks:     %s\n", counts.c_str());
+  // Groups of short sequences: each group's raw bytes, on its first chunk's line.
+  std::vector<std::uint64_t> group_raw(index.chunks.size(), 0);
+  std::size_t groups = 0, grouped = 0;
+  for (std::size_t i = 0; i < index.chunks.size(); ++i) {
+    const auto& c = index.chunks[i];
+    if (!c.stats.grouped) continue;
+    ++grouped, groups += c.stats.member == 0;
+    group_raw[i - c.stats.member] += index.sequences[c.sequence].geometry.raw_bytes() * c.frame_count;
+  }
+  if (groups > 0) std::printf("groups:     %zu, of %zu short sequences (each group in its first chunk)\n", groups, grouped);
   // What each chunk is: a pixel or sparse chunk, or the predictor its GOP took (auto's choice),
   // from its first bytes; the classical predictors are known without a model.
   std::unique_ptr<Predictor> classical;
@@ -703,12 +713,14 @@ int run_info(int argc, char** argv) {
     }
     const auto& c = index.chunks[i];
     const auto& q = index.sequences[c.sequence];
-    const double raw = double(q.geometry.raw_bytes() * c.frame_count);
+    const double raw = c.stats.grouped ? double(group_raw[i]) : double(q.geometry.raw_bytes() * c.frame_count);
     const std::string kind = classical ? chunk_kind(*classical, reader.read_chunk_head(i, kChunkHeadBytes))
-                             : c.stats.pixels ? "pixels or sparse" : s.predictor.kind;
-    std::printf("  %5zu %-20s %3llu-%-3llu %10llu %8.3f %10llu %9llu %-13s %s\n", i, q.name.empty() ? "." : q.name.c_str(),
+                             : c.stats.grouped ? "group" : c.stats.pixels ? "pixels or sparse" : s.predictor.kind;
+    char ratio[32] = "-";  // a group's later members: their frames are in its first chunk
+    if (raw > 0) std::snprintf(ratio, sizeof ratio, "%.3f", raw / double(c.size));
+    std::printf("  %5zu %-20s %3llu-%-3llu %10llu %8s %10llu %9llu %-13s %s\n", i, q.name.empty() ? "." : q.name.c_str(),
                 (unsigned long long)c.first_frame, (unsigned long long)(c.first_frame + c.frame_count - 1),
-                (unsigned long long)c.size, raw / double(c.size), (unsigned long long)c.stats.symbol_bytes,
+                (unsigned long long)c.size, ratio, (unsigned long long)c.stats.symbol_bytes,
                 (unsigned long long)c.stats.run_bytes, codecs::coder_name(c.stats.coder), kind.c_str());
   }
   return kOk;

@@ -123,10 +123,12 @@ struct Reader::State {
       cache.emplace(block, Entry{promise.get_future().share(), recency.begin(), false});
     }
     try {
-      if (store && !store->has(block))
-        throw ChunkMissing("the chunk store " + store->directory().string() + " does not hold " + store->describe(block) +
-                           "; it holds " + std::to_string(store->held().size()) + " of " + std::to_string(blocks.size()) +
-                           " chunks (those this rank's samples need this epoch)");
+      // A block of a group needs the chunk that holds the group too.
+      for (const std::size_t needed : {block, blocks[block].unit})
+        if (store && !store->has(needed))
+          throw ChunkMissing("the chunk store " + store->directory().string() + " does not hold " + store->describe(needed) +
+                             "; it holds " + std::to_string(store->held().size()) + " of " + std::to_string(blocks.size()) +
+                             " chunks (those this rank's samples need this epoch)");
       const auto a = block_archive[block];
       auto frames = std::make_shared<const DecodedGop>(archives[a]->decode_chunk(block - first_block[a]));
       if (store) store->count_store_read(blocks[block].bytes);

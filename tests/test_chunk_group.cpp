@@ -11,6 +11,7 @@
 #include "compressor/encoder.hpp"
 #include "format/archive.hpp"
 #include "format/errors.hpp"
+#include "loader/chunk_store.hpp"
 #include "loader/reader.hpp"
 #include "loader/stream.hpp"
 #include "support/temp_dir.hpp"
@@ -245,4 +246,23 @@ TEST_CASE("the Stream deals, exchanges and shuffles a group's sequences together
   o.world_size = 4, o.rank = 3;
   const StreamPlan plan(*reader, o);
   CHECK(plan.order(0, 3).own > 0);
+}
+
+TEST_CASE("a chunk store serves a group's member only beside the chunk that holds the group", "[group][store]") {
+  const auto& d = data();
+  const auto source = d.archive(64 << 10);
+  const Reader global(source);
+  TempDir dir("tezip-group-store");
+  auto store = std::make_shared<ChunkStore>(dir / "store", source);
+  const std::vector<std::size_t> member_only{13};  // the second group's fourth member
+  REQUIRE(global.blocks()[13].unit == 10);
+  store->stage(member_only);
+  {
+    const Reader local{std::shared_ptr<const ChunkStore>(store)};
+    CHECK_THROWS_WITH(local.frame(13, 0), Catch::Matchers::Contains("does not hold chunk 10"));
+  }
+  const std::vector<std::size_t> with_group{10, 13};
+  store->stage(with_group);
+  const Reader local{std::shared_ptr<const ChunkStore>(store)};
+  CHECK(local.clip(13, 0, kFrames).data == global.clip(13, 0, kFrames).data);
 }
