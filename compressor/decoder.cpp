@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -239,23 +240,36 @@ std::shared_ptr<const DecodedGroup> ArchiveDecoder::group_of(std::size_t i) cons
   const std::size_t first = i - chunks.at(i).stats.member;  // the index keeps members consecutive
   if (chunks[i].stats.member > 0 && group_member_of(reader_->read_chunk(i)) != chunks[i].stats.member)
     throw DataError("a group's member chunk names another place in the group than the index");
+  // A group being decoded is waited for, not decoded again (a Stream's workers take a group's
+  // members one after the other).
+  std::promise<std::shared_ptr<const DecodedGroup>> promise;
+  std::shared_future<std::shared_ptr<const DecodedGroup>> known;
   {
     std::lock_guard lock(groups_mutex_);
-    for (auto it = groups_.begin(); it != groups_.end(); ++it)
-      if (it->first == first) {
-        groups_.splice(groups_.begin(), groups_, it);
-        return it->second;
-      }
+    const auto it = std::find_if(groups_.begin(), groups_.end(), [&](const auto& g) { return g.first == first; });
+    if (it != groups_.end()) {
+      groups_.splice(groups_.begin(), groups_, it);
+      known = it->second;
+    } else {
+      groups_.emplace_front(first, promise.get_future().share());
+      if (groups_.size() > kKeptGroups) groups_.pop_back();
+    }
   }
-  std::vector<std::size_t> counts;
-  for (std::size_t j = first; j < chunks.size() && chunks[j].stats.grouped && chunks[j].stats.member == j - first; ++j)
-    counts.push_back(std::size_t(chunks[j].frame_count));
-  const auto& geometry = reader_->index().sequences[chunks[first].sequence].geometry;
-  auto group = std::make_shared<const DecodedGroup>(shape_of(geometry), reader_->read_chunk(first), counts);
-  std::lock_guard lock(groups_mutex_);
-  groups_.emplace_front(first, group);
-  if (groups_.size() > kKeptGroups) groups_.pop_back();
-  return group;
+  if (known.valid()) return known.get();  // rethrows the decoding thread's error
+  try {
+    std::vector<std::size_t> counts;
+    for (std::size_t j = first; j < chunks.size() && chunks[j].stats.grouped && chunks[j].stats.member == j - first; ++j)
+      counts.push_back(std::size_t(chunks[j].frame_count));
+    const auto& geometry = reader_->index().sequences[chunks[first].sequence].geometry;
+    auto group = std::make_shared<const DecodedGroup>(shape_of(geometry), reader_->read_chunk(first), counts);
+    promise.set_value(group);
+    return group;
+  } catch (...) {
+    promise.set_exception(std::current_exception());
+    std::lock_guard lock(groups_mutex_);
+    groups_.remove_if([&](const auto& g) { return g.first == first; });  // a later call tries again
+    throw;
+  }
 }
 
 namespace {

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -57,7 +58,8 @@ class ArchiveDecoder {
   std::unique_ptr<ArchiveReader> reader_;
   std::unique_ptr<Predictor> predictor_;
   mutable std::mutex groups_mutex_;
-  mutable std::list<std::pair<std::size_t, std::shared_ptr<const DecodedGroup>>> groups_;  // front: the last used
+  // By first chunk, front the last used; a group still being decoded is a future not yet ready.
+  mutable std::list<std::pair<std::size_t, std::shared_future<std::shared_ptr<const DecodedGroup>>>> groups_;
 };
 
 struct DecompressOptions {

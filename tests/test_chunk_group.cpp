@@ -5,6 +5,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "codecs/error_bound.hpp"
 #include "compressor/decoder.hpp"
@@ -265,4 +266,23 @@ TEST_CASE("a chunk store serves a group's member only beside the chunk that hold
   store->stage(with_group);
   const Reader local{std::shared_ptr<const ChunkStore>(store)};
   CHECK(local.clip(13, 0, kFrames).data == global.clip(13, 0, kFrames).data);
+}
+
+TEST_CASE("threads decoding the members of one group at once each get their own frames", "[group]") {
+  const auto& d = data();
+  const ArchiveDecoder decoder(d.archive(64 << 10));
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (std::size_t k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (std::size_t n = 0; n < kSequences; ++n) {
+        const std::size_t i = (n * (2 * k + 1) + k) % kSequences;  // each thread its own order
+        const GopFrames frames = decoder.decode_chunk(i);
+        for (std::size_t t = 0; t < kFrames; ++t)
+          for (std::size_t p = 0; p < kFrameBytes; ++p)
+            wrong[k] += frames[t][p] != d.pixels[(i * kFrames + t) * kFrameBytes + p];
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(wrong == std::vector<int>(4, 0));
 }
