@@ -1687,6 +1687,12 @@ constexpr std::uint64_t kAutoTrialPixels = std::uint64_t{1} << 18;
 // archive of 16 inputs the same but Moving MNIST at abs 2 (0.3% smaller), encoding 1.00-1.03x
 // faster (gray vtest, mire2, cup, castle at abs 2, colour vtest).
 constexpr int kTrialZstdLevel = codecs::kZstdGateLevel;
+// auto's trial codes its bands one by one; a choice whose bytes so far pass the best's so far by
+// this factor after a band is not coded on the bands after it (docs/performance.md, "auto's trial
+// band by band"): on gray vtest `intra` and often `bidirectional` after the first of two bands.
+// At 1.03 one archive of 17 changed (colour `box` lossless +0.58%: a choice 3-5% behind on a band
+// won on the whole); at 1.05 and 1.10 none.
+constexpr double kTrialPrune = 1.10;
 
 std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const FrameShape& shape,
                                          std::span<const GopFrames* const> gops, const CodingSettings& settings) {
@@ -1728,13 +1734,24 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
     std::vector<const GopFrames*> trial;
     for (const auto& c : cuts) trial.push_back(&c);
     if (cuts.empty()) trial.push_back(&frames);
-    std::uint64_t best = UINT64_MAX;
-    for (std::size_t k = 0; k < choices.size(); ++k) {
-      std::uint64_t bytes = 0;
-      for (const auto& e : encode_with(*choices[k], std::uint8_t(k + 1), trial_shape, trial, trial_settings, reuse))
-        bytes += e.bytes.size();
-      if (bytes < best) best = bytes, chosen[g] = std::uint8_t(k + 1);
+    // Band by band (each band a GOP of its own, coded as in one call), a choice more than
+    // kTrialPrune behind the best after a band left out of the bands after it.
+    std::vector<std::uint64_t> bytes(choices.size(), 0);
+    std::vector<bool> alive(choices.size(), true);
+    for (std::size_t b = 0; b < trial.size(); ++b) {
+      std::uint64_t lead = UINT64_MAX;
+      for (std::size_t k = 0; k < choices.size(); ++k) {
+        if (!alive[k]) continue;
+        for (const auto& e : encode_with(*choices[k], std::uint8_t(k + 1), trial_shape, std::span(trial).subspan(b, 1), trial_settings, reuse))
+          bytes[k] += e.bytes.size();
+        lead = std::min(lead, bytes[k]);
+      }
+      for (std::size_t k = 0; k < choices.size(); ++k)
+        if (alive[k] && double(bytes[k]) > kTrialPrune * double(lead)) alive[k] = false;
     }
+    std::uint64_t best = UINT64_MAX;
+    for (std::size_t k = 0; k < choices.size(); ++k)
+      if (alive[k] && bytes[k] < best) best = bytes[k], chosen[g] = std::uint8_t(k + 1);
     memo.forget_chunks();
   }
   memo.recording = false;
