@@ -191,9 +191,8 @@ std::vector<GopFrames> ArchiveDecoder::decode_checked(std::span<const std::size_
     if (!coded.empty()) {
       std::vector<std::size_t> coded_counts;
       for (const std::size_t c : coded) coded_counts.push_back(counts[c]);
-      const RowsDone coded_rows = [&](std::size_t k, std::size_t t, std::size_t channel, std::size_t y, std::span<const std::uint16_t> rows) {
-        hash_rows(coded[k], t, channel, y, rows);
-      };
+      const RowsDone coded_rows = [&](std::size_t k, std::size_t t, std::size_t channel, std::size_t y,
+                                      std::span<const std::uint16_t> rows) { hash_rows(coded[k], t, channel, y, rows); };
       auto decoded = decode_gops(*predictor_, shape_of(sequence.geometry), chunks, coded_counts, index.settings.coding,
                                  coded.size() == which.size() ? hash_rows : coded_rows, wanted);
       for (std::size_t k = 0; k < coded.size(); ++k) frames[coded[k]] = std::move(decoded[k]);

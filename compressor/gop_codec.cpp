@@ -1742,7 +1742,8 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
       std::uint64_t lead = UINT64_MAX;
       for (std::size_t k = 0; k < choices.size(); ++k) {
         if (!alive[k]) continue;
-        for (const auto& e : encode_with(*choices[k], std::uint8_t(k + 1), trial_shape, std::span(trial).subspan(b, 1), trial_settings, reuse))
+        const auto band = std::span(trial).subspan(b, 1);
+        for (const auto& e : encode_with(*choices[k], std::uint8_t(k + 1), trial_shape, band, trial_settings, reuse))
           bytes[k] += e.bytes.size();
         lead = std::min(lead, bytes[k]);
       }

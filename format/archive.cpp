@@ -281,7 +281,8 @@ std::vector<std::uint8_t> serialize_index(const ArchiveIndex& index, std::uint32
     out.varint(c.stats.run_bytes);
     out.varint(c.stats.literal_bytes);
     out.varint(c.stats.literal_count);
-    if (c.stats.grouped && version < 6) throw std::invalid_argument("serialize_index: version " + std::to_string(version) + " has no groups");
+    if (c.stats.grouped && version < 6)
+      throw std::invalid_argument("serialize_index: version " + std::to_string(version) + " has no groups");
     out.u8(std::uint8_t(c.stats.coder) | (c.stats.pixels ? kPixelChunkBit : 0) | (c.stats.grouped ? kGroupedBit : 0));
     if (c.stats.grouped) out.varint(c.stats.member);
   }

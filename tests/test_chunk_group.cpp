@@ -15,6 +15,7 @@
 #include "loader/chunk_store.hpp"
 #include "loader/reader.hpp"
 #include "loader/stream.hpp"
+#include "support/npy_file.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace tezip;
@@ -53,20 +54,6 @@ std::vector<std::uint8_t> sprite_sequences(std::size_t sequences, std::size_t fr
     }
   }
   return out;
-}
-
-void write_npy(const std::filesystem::path& path, const std::vector<std::uint64_t>& shape, const std::vector<std::uint8_t>& values) {
-  std::string dims;
-  for (auto d : shape) dims += std::to_string(d) + ",";
-  std::string header = "{'descr': '|u1', 'fortran_order': False, 'shape': (" + dims + "), }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  out.write("\x93NUMPY\x01\x00", 8);
-  const char len[2] = {char(header.size() & 0xff), char(header.size() >> 8)};
-  out.write(len, 2);
-  out << header;
-  out.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size()));
 }
 
 constexpr std::size_t kSequences = 24, kFrames = 6, kFrameBytes = 32 * 32;

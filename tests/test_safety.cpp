@@ -26,6 +26,7 @@
 #include "io/source.hpp"
 #include "io/temporary_files.hpp"
 #include "support/cli_run.hpp"
+#include "support/npy_file.hpp"
 #include "support/synthetic.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tree_snapshot.hpp"
@@ -37,6 +38,7 @@ using Catch::Matchers::Contains;
 using tezip::test::quote;
 using tezip::test::snapshot_tree;
 using tezip::test::temporaries_in;
+using tezip::test::write_npy;
 using tezip::test::tezip_cli;
 using tezip::test::tezip_cli_in;
 
@@ -58,21 +60,6 @@ struct Workspace {
 void write_text(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
   std::ofstream(path) << text;
-}
-
-void write_npy(const fs::path& path, const std::vector<std::uint64_t>& shape) {
-  std::string dims;
-  std::uint64_t count = 1;
-  for (auto d : shape) dims += std::to_string(d) + ",", count *= d;
-  std::string header = "{'descr': '|u1', 'fortran_order': False, 'shape': (" + dims + "), }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  out.write("\x93NUMPY\x01\x00", 8);
-  const char len[2] = {char(header.size() & 0xff), char(header.size() >> 8)};
-  out.write(len, 2);
-  out << header;
-  for (std::uint64_t i = 0; i < count; ++i) out.put(char((i * 37) % 251));
 }
 
 }  // namespace
