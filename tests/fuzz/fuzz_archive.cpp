@@ -30,6 +30,7 @@
 #include "codecs/symbol_coder.hpp"
 #include "format/archive.hpp"
 #include "format/byte_io.hpp"
+#include "compressor/chunk_group.hpp"
 #include "compressor/decoder.hpp"
 #include "format/errors.hpp"
 #include "compressor/gop_codec.hpp"
@@ -234,7 +235,8 @@ void symbols_seed(const std::filesystem::path& dir, std::size_t row_width, std::
 void cut_streams(const std::filesystem::path& dir, const tezip::FrameShape& shape, std::span<const std::uint8_t> chunk) {
   tezip::ByteReader in(chunk, "chunk");
   const std::uint8_t version = in.u8();
-  if (version == 0x80) return;  // a pixel chunk: one zstd frame of pixels, no symbol streams
+  // A pixel chunk (one zstd frame of pixels), a group's chunk or a member's: no symbol streams.
+  if (version == 0x80 || version == tezip::kGroupChunk || version == tezip::kGroupMemberChunk) return;
   in.u8();
   if (version >= 4) in.u8();  // the predictor choice
   const std::size_t count = in.varint();
@@ -358,6 +360,20 @@ void make_archives(const std::filesystem::path& work, const std::filesystem::pat
     options.predictor = c.predictor;
     options.gop.size = 3;
     if (c.dynamic) options.gop.kind = tezip::GopKind::Dynamic, options.gop.mse_threshold = 30;
+    options.threads = 1;
+    options.overwrite = true;
+    const auto archive = work / ("seed-" + std::to_string(n++) + ".tzp");
+    tezip::compress(data, archive, options);
+    cut_archive(out, archive);
+  }
+  // Groups of short sequences (archive version 6): six sequences of two clean frames, the same
+  // scene each, which LZMA finds again from one to the next.
+  {
+    const auto data = work / ("data-" + std::to_string(n));
+    tezip::test::SyntheticSpec spec;
+    spec.width = 24, spec.height = 16, spec.frames = 2, spec.channels = 1, spec.bits = 8, spec.seed = 5, spec.noise = 0;
+    for (int k = 0; k < 6; ++k) tezip::test::write_synthetic_sequence(data / ("s" + std::to_string(k)), spec);
+    tezip::CompressOptions options;
     options.threads = 1;
     options.overwrite = true;
     const auto archive = work / ("seed-" + std::to_string(n++) + ".tzp");
