@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "codecs/error_bound.hpp"
+#include "compressor/chunk_group.hpp"
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"
 #include "format/archive.hpp"
@@ -272,4 +273,38 @@ TEST_CASE("threads decoding the members of one group at once each get their own 
     });
   for (auto& t : threads) t.join();
   CHECK(wrong == std::vector<int>(4, 0));
+}
+
+TEST_CASE("a group chunk of 16-bit colour frames round trips, and refuses counts other than the index's", "[group]") {
+  const FrameShape shape{12, 8, 3, 65535};
+  std::mt19937 rng(3);
+  std::vector<GopFrames> members(3);
+  for (std::size_t m = 0; m < members.size(); ++m)
+    for (std::size_t t = 0; t < 2 + m; ++t) {
+      Pixels f(shape.size());
+      for (std::size_t i = 0; i < f.size(); ++i) f[i] = std::uint16_t(i % 7 == 0 ? rng() : 1000 + 3 * i);  // repeats LZMA finds
+      members[m].push_back(std::move(f));
+    }
+  std::vector<const GopFrames*> pointers;
+  for (const auto& m : members) pointers.push_back(&m);
+  ChunkStats stats;
+  const auto chunk = encode_group(shape, pointers, std::uint64_t(1) << 30, stats);
+  REQUIRE(chunk);
+  CHECK(stats.pixels);
+  CHECK(stats.coder == codecs::EntropyCoderKind::Lzma);
+  const std::size_t counts[] = {2, 3, 4};
+  const DecodedGroup group(shape, *chunk, counts);
+  REQUIRE(group.members() == 3);
+  for (std::size_t m = 0; m < 3; ++m) CHECK(group.member(m) == members[m]);
+  const std::size_t wrong[] = {2, 4, 3};
+  CHECK_THROWS_AS(DecodedGroup(shape, *chunk, wrong), DataError);
+  const std::size_t fewer[] = {2, 3};
+  CHECK_THROWS_AS(DecodedGroup(shape, *chunk, fewer), DataError);
+  // Not below `own` bytes: nothing.
+  CHECK_FALSE(encode_group(shape, pointers, chunk->size(), stats));
+  // Member chunks name their place; anything else is refused.
+  CHECK(group_member_of(group_member_chunk(5)) == 5);
+  CHECK_THROWS_AS(group_member_of(*chunk), DataError);
+  const std::uint8_t zero[] = {kGroupMemberChunk, 0};
+  CHECK_THROWS_AS(group_member_of(zero), DataError);
 }
