@@ -181,9 +181,11 @@ Result run_files(const Setup& s, bool png) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
+  // DIR is a work folder it fills: an option in its place (--help) is not taken for one.
+  if (argc < 2 || argv[1][0] == '-') {
     std::fprintf(stderr, "usage: loader_bench DIR [sequences] [frames] [size] [clip_len] [shuffle_buffer] [stream1,stream2,npy,png]\n");
-    return 2;
+    const std::string first = argc < 2 ? "" : argv[1];
+    return first == "-h" || first == "--help" ? 0 : 2;
   }
   Setup s;
   s.dir = argv[1];
