@@ -185,40 +185,81 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   };
   // Short sequences (compressor/chunk_group.hpp): each a single GOP of at most a quarter of
   // options.group_bytes waits here, coded, while the waiting ones' raw pixels stay within
-  // group_bytes; then they are stored as a group where that is smaller than their own chunks (a
-  // measured choice), and as they are otherwise.
+  // group_bytes; then a pool thread codes them as a group, and they are stored as a group where
+  // that is smaller than their own chunks (a measured choice), and as they are otherwise. Chunks go
+  // to the archive in order: a GOP after a group waits in `ordered` until the group is decided.
   struct Waiting {
     ChunkEntry entry;
     EncodedGop gop;
   };
+  struct GroupResult {
+    std::optional<std::vector<std::uint8_t>> holder;  // the group's chunk, where it is smaller
+    ChunkStats stats;
+  };
+  struct Ordered {
+    // One GOP stored as it is, or a group's members, shared with the job that codes them.
+    std::shared_ptr<std::vector<Waiting>> members;
+    std::optional<std::future<GroupResult>> group;  // where members are a group being coded
+  };
+  std::deque<Ordered> ordered;
+  std::size_t groups_in_flight = 0;
   std::vector<Waiting> group;
   std::uint64_t group_raw = 0, group_pixels = 0;
-  auto close_group = [&] {
-    if (group.size() >= 2) {
-      std::vector<const GopFrames*> members;
-      std::uint64_t own = 0, grouped = 0;  // the members' own chunks; the grouped chunks but the group's
-      for (const auto& w : group) members.push_back(&w.gop.reconstruction), own += w.gop.bytes.size();
-      std::vector<std::vector<std::uint8_t>> chunks{{}};
-      for (std::size_t k = 1; k < group.size(); ++k) chunks.push_back(group_member_chunk(k));
-      for (const auto& c : chunks) grouped += c.size() + 1;  // each entry's member number too
-      ChunkStats stats;
-      auto holder = own > grouped ? encode_group(shape_of(index.sequences[group[0].entry.sequence].geometry), members,
-                                                 own - grouped, stats)
-                                  : std::nullopt;
-      if (holder) {
-        chunks[0] = std::move(*holder);
-        for (std::size_t k = 0; k < group.size(); ++k) {
-          ChunkStats member_stats = stats;
+  // Stores the front of `ordered` where it is decided, or, with `wait`, once it is.
+  auto store_front = [&](bool wait) {
+    Ordered& front = ordered.front();
+    const auto& members = *front.members;
+    if (front.group) {
+      if (!wait && front.group->wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+      GroupResult result = front.group->get();
+      --groups_in_flight;
+      if (result.holder) {
+        for (std::size_t k = 0; k < members.size(); ++k) {
+          ChunkStats member_stats = result.stats;
           if (k > 0) member_stats.symbol_bytes = 0;
           member_stats.grouped = true, member_stats.member = std::uint32_t(k);
-          store(group[k].entry, chunks[k], member_stats, group[k].gop.reconstruction);
+          store(members[k].entry, k == 0 ? std::move(*result.holder) : group_member_chunk(k), member_stats,
+                members[k].gop.reconstruction);
         }
-        group.clear();
+        ordered.pop_front();
+        return true;
       }
     }
-    for (const auto& w : group) store(w.entry, w.gop.bytes, w.gop.stats, w.gop.reconstruction);
-    group.clear();
+    for (const auto& w : members) store(w.entry, w.gop.bytes, w.gop.stats, w.gop.reconstruction);
+    ordered.pop_front();
+    return true;
+  };
+  // Stores what is decided; GOPs waiting behind a group hold their frames, at most as many as
+  // the batches in flight.
+  auto drain = [&] {
+    while (!ordered.empty() && store_front(ordered.size() > in_flight)) {
+    }
+  };
+  auto close_group = [&] {
+    Ordered item;
+    item.members = std::make_shared<std::vector<Waiting>>(std::move(group));
+    group = {};
     group_raw = group_pixels = 0;
+    const auto& members = *item.members;
+    if (members.size() >= 2) {
+      std::uint64_t own = 0, grouped = members.size();  // the members' own chunks; the grouped chunks
+      for (const auto& w : members) own += w.gop.bytes.size();  // but the group's, and each entry's member number
+      for (std::size_t k = 1; k < members.size(); ++k) grouped += group_member_chunk(k).size();
+      if (own > grouped) {
+        item.group = pool.submit([shape = shape_of(index.sequences[members[0].entry.sequence].geometry), waiting = item.members,
+                                  budget = own - grouped] {
+          std::vector<const GopFrames*> frames;
+          for (const auto& w : *waiting) frames.push_back(&w.gop.reconstruction);
+          GroupResult result;
+          result.holder = encode_group(shape, frames, budget, result.stats);
+          return result;
+        });
+        ++groups_in_flight;
+      }
+    }
+    if (!members.empty()) ordered.push_back(std::move(item));
+    // Each group in flight holds its members' frames: at most one a thread.
+    while (groups_in_flight > threads) store_front(true);
   };
   auto finish_oldest = [&] {
     PendingBatch p = std::move(pending.front());
@@ -238,9 +279,11 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
         group.push_back({entry, std::move(gops[g])});
         group_raw += raw, group_pixels += pixels;
       } else {
-        store(entry, gops[g].bytes, gops[g].stats, gops[g].reconstruction);
+        ordered.push_back({std::make_shared<std::vector<Waiting>>(), std::nullopt});
+        ordered.back().members->push_back({entry, std::move(gops[g])});
       }
     }
+    drain();
     if (options.progress) options.progress(done, total);
   };
 
@@ -321,6 +364,7 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   }
   while (!pending.empty()) finish_oldest();
   close_group();
+  while (!ordered.empty()) store_front(true);
 
   report.sequences = index.sequences.size();
   report.frames = index.frame_count();

@@ -2,7 +2,9 @@
 // decoded bit for bit and within the bound, damage reported, and dealt whole by the Stream.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <set>
 #include <thread>
@@ -16,6 +18,7 @@
 #include "loader/chunk_store.hpp"
 #include "loader/reader.hpp"
 #include "loader/stream.hpp"
+#include "support/memory_source.hpp"
 #include "support/npy_file.hpp"
 #include "support/temp_dir.hpp"
 
@@ -66,7 +69,7 @@ struct GroupData {
   GroupData() { write_npy(input, {kSequences, kFrames, 32, 32}, pixels); }
   // The archive with groups of up to `group_bytes` (6 KB a sequence: 64 KB make groups of 10).
   std::filesystem::path archive(std::uint64_t group_bytes, const std::string& mode = "lossless") const {
-    const auto path = dir / ("g" + std::to_string(group_bytes) + mode + ".tzp");
+    const auto path = dir / (mode + "-" + std::to_string(group_bytes) + ".tzp");
     if (std::filesystem::exists(path)) return path;
     CompressOptions o;
     o.source.npy_layout = NpyLayout::NTHW;
@@ -153,6 +156,67 @@ TEST_CASE("sequences of several GOPs, or larger than a quarter of a group, stay 
   const ArchiveDecoder decoder(path);
   CHECK(decoder.index().chunks.size() == 2 * kSequences);
   CHECK(grouped_chunks(decoder.index()) == 0);
+}
+
+TEST_CASE("groups coded beside the GOPs after them leave the archive the same for any thread count", "[group]") {
+  // Ten short sequences, a sequence of five GOPs, ten short ones again: each group of ten is coded
+  // on the pool while the GOPs after it are coded, and stored in its place.
+  constexpr std::size_t kShort = 10, kLong = 40;
+  const auto first = sprite_sequences(kShort, kFrames, 11), middle = sprite_sequences(1, kLong, 12),
+             last = sprite_sequences(kShort, kFrames, 13);
+  const Geometry geometry{32, 32, 1, PixelType::U8};
+  const auto frames_of = [&](const std::vector<std::uint8_t>& pixels, std::size_t sequence, std::size_t count) {
+    std::vector<std::vector<std::uint16_t>> frames;
+    for (std::size_t t = 0; t < count; ++t) {
+      const auto* f = pixels.data() + (sequence * count + t) * kFrameBytes;
+      frames.emplace_back(f, f + kFrameBytes);
+    }
+    return frames;
+  };
+  const auto sources = [&] {
+    std::vector<std::unique_ptr<SequenceSource>> out;
+    const auto add = [&](char prefix, std::size_t n, std::vector<std::vector<std::uint16_t>> frames) {
+      std::string name(1, prefix);
+      name += std::to_string(n);
+      out.push_back(std::make_unique<MemorySource>(name, geometry, std::move(frames)));
+    };
+    for (std::size_t n = 0; n < kShort; ++n) add('a', n, frames_of(first, n, kFrames));
+    add('l', 0, frames_of(middle, 0, kLong));
+    for (std::size_t n = 0; n < kShort; ++n) add('b', n, frames_of(last, n, kFrames));
+    return out;
+  };
+  const TempDir dir("tezip-group-threads");
+  std::vector<std::uint8_t> reference;
+  for (const unsigned threads : {1u, 2u, 4u}) {
+    CompressOptions o;
+    o.group_bytes = 64 << 10;
+    o.gop.size = 8;
+    o.threads = threads;
+    const auto path = dir / (std::to_string(threads) + "-threads.tzp");
+    compress_sources(sources(), path, o);
+    std::ifstream in(path, std::ios::binary);
+    const std::vector<std::uint8_t> bytes(std::istreambuf_iterator<char>(in), {});
+    if (reference.empty()) {
+      reference = bytes;
+      const ArchiveDecoder decoder(path);
+      const auto& index = decoder.index();
+      REQUIRE(index.chunks.size() == 2 * kShort + kLong / 8);
+      CHECK(grouped_chunks(index) == 2 * kShort);
+      for (std::size_t i = 0; i < index.chunks.size(); ++i) {
+        const auto& chunk = index.chunks[i];
+        CHECK(chunk.stats.grouped == (chunk.sequence != kShort));
+        const auto& pixels = chunk.sequence < kShort ? first : chunk.sequence == kShort ? middle : last;
+        const std::size_t n = chunk.sequence < kShort ? chunk.sequence : chunk.sequence == kShort ? 0 : chunk.sequence - kShort - 1;
+        const std::size_t count = chunk.sequence == kShort ? kLong : kFrames;
+        const GopFrames frames = decoder.decode_chunk(i);
+        for (std::size_t t = 0; t < frames.size(); ++t)
+          REQUIRE(std::equal(frames[t].begin(), frames[t].end(),
+                             pixels.begin() + std::ptrdiff_t((n * count + chunk.first_frame + t) * kFrameBytes)));
+      }
+    } else {
+      CHECK(bytes == reference);
+    }
+  }
 }
 
 TEST_CASE("a damaged group or member chunk is reported by the members that need it", "[group]") {
