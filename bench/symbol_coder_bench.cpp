@@ -1,9 +1,9 @@
-// Micro-benchmark for codecs/symbol_coder: sizes (bits/symbol) and decode speeds of the three coders
+// Micro-benchmark for codecs/entropy/symbol_coder: sizes (bits/symbol) and decode speeds of the three coders
 // on synthetic residual data. Each coder's stream is built and decoded through decode_symbols (so the
 // rank -> symbol remap is included) whether or not encode_symbols would have chosen it. Times are
 // thread CPU time, so a busy machine skews them less. Not built by default; from the repository root:
-//   g++ -std=c++20 -O2 -I. bench/symbol_coder_bench.cpp codecs/rank_remap.cpp codecs/range_coder.cpp
-//       codecs/rans_coder.cpp codecs/symbol_coder.cpp -lzstd -o symbol_coder_bench
+//   g++ -std=c++20 -O2 -I. bench/symbol_coder_bench.cpp codecs/entropy/rank_remap.cpp codecs/entropy/range_coder.cpp
+//       codecs/entropy/rans_coder.cpp codecs/entropy/symbol_coder.cpp -lzstd -o symbol_coder_bench
 #include <algorithm>
 #include <ctime>
 #include <cmath>
@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "codecs/range_coder.hpp"
-#include "codecs/rank_remap.hpp"
-#include "codecs/rans_coder.hpp"
-#include "codecs/symbol_coder.hpp"
+#include "codecs/entropy/range_coder.hpp"
+#include "codecs/entropy/rank_remap.hpp"
+#include "codecs/entropy/rans_coder.hpp"
+#include "codecs/entropy/symbol_coder.hpp"
 
 using namespace tezip::codecs;
 

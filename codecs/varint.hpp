@@ -1,6 +1,6 @@
 #pragma once
 // LEB128 varints: the one implementation behind the archive's ByteWriter/ByteReader
-// (format/byte_io.hpp) and the coders' headers (codecs/rank_remap.hpp, symbol_coder, rans).
+// (format/byte_io.hpp) and the coders' headers (codecs/entropy/rank_remap.hpp, symbol_coder, rans).
 // Seven bits per byte, least significant first, the high bit set on every byte but the last.
 #include <cstddef>
 #include <cstdint>

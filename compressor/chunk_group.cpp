@@ -5,9 +5,9 @@
 #include <string>
 
 #include "codecs/codec_error.hpp"
-#include "codecs/lzma_frame.hpp"
-#include "codecs/pixel_frames.hpp"
-#include "codecs/zstd_frame.hpp"
+#include "codecs/entropy/lzma_frame.hpp"
+#include "codecs/quantize/pixel_frames.hpp"
+#include "codecs/entropy/zstd_frame.hpp"
 #include "format/byte_io.hpp"
 #include "format/errors.hpp"
 

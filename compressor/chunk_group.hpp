@@ -28,7 +28,7 @@ inline constexpr std::uint8_t kGroupChunk = 0x83;
 inline constexpr std::uint8_t kGroupMemberChunk = 0x84;
 
 // The chunk of a group: `members` (each a whole sequence's frames, planar, of `shape`: the frames
-// as reconstructed) with their frame counts, every frame's samples (codecs/pixel_frames.hpp) in one
+// as reconstructed) with their frame counts, every frame's samples (codecs/quantize/pixel_frames.hpp) in one
 // LZMA frame, with the literal contexts that code a prefix of the group smaller; or nothing where
 // the group would not come below `own` bytes (the members' own chunks). `stats` describes it.
 std::optional<std::vector<std::uint8_t>> encode_group(const FrameShape& shape, std::span<const GopFrames* const> members,

@@ -13,23 +13,23 @@
 #include <type_traits>
 #include <utility>
 
-#include "codecs/block_motion.hpp"
+#include "codecs/transform/block_motion.hpp"
 #include "codecs/buffer_pool.hpp"
-#include "codecs/channel_plan.hpp"
+#include "codecs/transform/channel_plan.hpp"
 #include "codecs/codec_error.hpp"
-#include "codecs/colour_transform.hpp"
-#include "codecs/forecast_blocks.hpp"
-#include "codecs/histogram.hpp"
-#include "codecs/interval_quantizer.hpp"
-#include "codecs/linear_quantizer.hpp"
-#include "codecs/lzma_frame.hpp"
-#include "codecs/pixel_frames.hpp"
-#include "codecs/plane_transform.hpp"
-#include "codecs/polyphase.hpp"
-#include "codecs/sparse_frames.hpp"
-#include "codecs/striped_rans.hpp"
-#include "codecs/symbol_coder.hpp"
-#include "codecs/zstd_frame.hpp"
+#include "codecs/transform/colour_transform.hpp"
+#include "codecs/transform/forecast_blocks.hpp"
+#include "codecs/entropy/histogram.hpp"
+#include "codecs/quantize/interval_quantizer.hpp"
+#include "codecs/quantize/linear_quantizer.hpp"
+#include "codecs/entropy/lzma_frame.hpp"
+#include "codecs/quantize/pixel_frames.hpp"
+#include "codecs/transform/plane_transform.hpp"
+#include "codecs/transform/polyphase.hpp"
+#include "codecs/transform/sparse_frames.hpp"
+#include "codecs/entropy/striped_rans.hpp"
+#include "codecs/entropy/symbol_coder.hpp"
+#include "codecs/entropy/zstd_frame.hpp"
 #include "compressor/chunk_group.hpp"
 #include "format/byte_io.hpp"
 
@@ -39,33 +39,33 @@ namespace {
 using codecs::PlaneTransform;
 
 // 2: per-block forecast maps; 3: channel deltas; 4: coded motion; 5: the striped rANS coder's
-// eight-neighbour context (codecs/striped_rans.hpp), which older readers would misread; 6: a
-// channel plan per colour frame (codecs/channel_plan.hpp) in place of the channel-delta flags; 7:
+// eight-neighbour context (codecs/entropy/striped_rans.hpp), which older readers would misread; 6: a
+// channel plan per colour frame (codecs/transform/channel_plan.hpp) in place of the channel-delta flags; 7:
 // spatial blocks in motion fields (codecs::kSpatialBlock), which older readers refuse; 8: the
-// striped rANS coder's column halves (codecs/striped_rans.cpp), which older readers refuse as
+// striped rANS coder's column halves (codecs/entropy/striped_rans.cpp), which older readers refuse as
 // bad options; 9: its column quarters and eighths, the same; 10: a second reference for the
 // frames of sequential GOPs with coded motion (second_reference, below), a flag in every such
 // frame's motion symbols that older readers would misread; 11: side classes of the forecast in the
-// striped rANS coder's contexts (codecs/striped_rans.hpp), which older readers refuse as bad options;
+// striped rANS coder's contexts (codecs/entropy/striped_rans.hpp), which older readers refuse as bad options;
 // 12: a flags symbol in every frame's motion symbols (kMotionFlagsVersion, below); 13: planes'
 // symbols in the polyphase layout (kPolyphaseFlag), written only by chunks that have such planes.
 constexpr std::uint8_t kChunkVersion = 13;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
-// Added to the mode of an inter plane whose forecast is built per block (codecs/forecast_blocks.hpp)
+// Added to the mode of an inter plane whose forecast is built per block (codecs/transform/forecast_blocks.hpp)
 // from the predictor's forecast and the previous frame; its map is in the chunk's map stream.
 constexpr std::uint8_t kBlockMapFlag = 0x10;
 // Chunk versions 3-5: added to the mode of a plane of channel c > 0 whose symbols are coded as the
 // difference from channel c - 1's (before the spatial transform). Version 6 records a channel plan
-// per colour frame instead, which holds these deltas and more (codecs/channel_plan.hpp).
+// per colour frame instead, which holds these deltas and more (codecs/transform/channel_plan.hpp).
 constexpr std::uint8_t kChannelDeltaFlag = 0x20;
 // Added to the mode of an inter plane whose forecast is the previous reconstruction of the plane
-// displaced by coded block motion (codecs/block_motion.hpp); its vectors are in the motion stream.
+// displaced by coded block motion (codecs/transform/block_motion.hpp); its vectors are in the motion stream.
 constexpr std::uint8_t kMotionFlag = 0x40;
 // From chunk version 13, added to the mode of a plane with symbols (not interval-coded) whose
 // symbols, after its channel reference and spatial transform, are stored in the polyphase layout
-// (codecs/polyphase.hpp), and its side classes with them; older readers refuse the mode as unknown.
+// (codecs/transform/polyphase.hpp), and its side classes with them; older readers refuse the mode as unknown.
 constexpr std::uint8_t kPolyphaseFlag = 0x80;
 constexpr std::uint8_t kPolyphaseVersion = 13;
 // The layout is taken where the contexts' estimate of it is below this times the raster order's.
@@ -75,12 +75,12 @@ constexpr std::uint8_t kPolyphaseVersion = 13;
 // (docs/defaults.md, "Chroma stored at half resolution: the polyphase layout").
 constexpr double kPolyphaseGain = 0.97;
 constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag | kMotionFlag | kPolyphaseFlag;
-// The first byte of a pixel chunk (codecs/pixel_frames.hpp), where a predictive chunk has its
+// The first byte of a pixel chunk (codecs/quantize/pixel_frames.hpp), where a predictive chunk has its
 // version (2-13): the GOP's frames as they are (bounded modes: snapped to bins within each plane's
 // tolerance), in one zstd (or, with --coder best, LZMA) frame. Older readers refuse it as an
 // unknown chunk version.
 constexpr std::uint8_t kPixelChunk = 0x80;
-// The first byte of a sparse chunk (codecs/sparse_frames.hpp): the tolerance of the pixels' bins (0:
+// The first byte of a sparse chunk (codecs/transform/sparse_frames.hpp): the tolerance of the pixels' bins (0:
 // lossless) and the GOP's background bin, then in one zstd (or LZMA) frame the foreground bins'
 // median residuals of every plane, then every plane's mask of foreground bins.
 constexpr std::uint8_t kSparseChunk = 0x81;
@@ -106,7 +106,7 @@ struct PlaneRecord {
 // Everything a GOP's chunk holds, before and after entropy coding.
 struct GopSymbols {
   std::vector<std::vector<PlaneRecord>> planes;  // [frame][channel]
-  // Colour: [frame], the ChannelPlan byte of the frame's symbol planes (codecs/channel_plan.hpp).
+  // Colour: [frame], the ChannelPlan byte of the frame's symbol planes (codecs/transform/channel_plan.hpp).
   std::vector<std::uint8_t> channel_plans;
   // Linear planes, transformed, in coding order, zigzagged as they are appended: the symbol coder
   // takes the buffer itself (a GOP of 32 colour 768 x 576 frames is 170 MB; a zigzagged copy of it
@@ -530,7 +530,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   // here until the frame's last plane is coded; a frame whose planes may be coded against each
   // other then goes to the GOP's symbols as it is, with the estimates of every channel reference,
   // and is recoded in the order and with the references of its GOP's channel plan when the GOP is
-  // done (codecs/channel_plan.hpp); any other goes out at once, in storage order.
+  // done (codecs/transform/channel_plan.hpp); any other goes out at once, in storage order.
   const bool colour = shape.channels > 1;
   struct PendingPlane {
     std::vector<std::int32_t> symbols;
@@ -550,7 +550,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   };
   std::vector<std::vector<RelatedFrame>> related_frames(gops.size());
   // A plane's symbols as the chunk stores them (after its channel reference and spatial transform),
-  // in place: in the polyphase layout (codecs/polyphase.hpp), its side classes with them, where the
+  // in place: in the polyphase layout (codecs/transform/polyphase.hpp), its side classes with them, where the
   // contexts' estimate of that is the smaller. Offered to planes coded spatially (`intra`) and to
   // the colour transform's chroma planes (held in 2 x 2 blocks where the video was 4:2:0; offered
   // to every forecast plane, gray and bounded ones took it on the estimate's errors: mbt/cube
@@ -672,7 +672,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     }
     related_frames[g].clear();
   };
-  // Coded block motion (codecs/block_motion.hpp), decided per frame: one channel searches the
+  // Coded block motion (codecs/transform/block_motion.hpp), decided per frame: one channel searches the
   // vectors against its previous reconstruction, and every channel is displaced by them, so that
   // channel deltas still find aligned residuals (measured on colour video: with vectors or
   // decisions per channel, the deltas of channels 1 and 2 cost 25% more and the archive grew).
@@ -1603,7 +1603,7 @@ void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const Co
   const std::uint32_t width = 2 * tolerance + 1, top = (shape.max_value + tolerance) / width;  // the largest bin
   const auto bin = [&](std::uint16_t v) { return std::uint16_t((std::min<std::uint32_t>(v, shape.max_value) + tolerance) / width); };
   // The background first, from the pixels' histogram (most GOPs stop here: a pass over their pixels).
-  // In four parts (codecs/histogram.hpp: one histogram was 1.2% of encoding gray vtest, which
+  // In four parts (codecs/entropy/histogram.hpp: one histogram was 1.2% of encoding gray vtest, which
   // stops here); values above max_value counted as it.
   codecs::SplitHistogram<std::size_t> split(std::size_t(shape.max_value) + 1);
   std::size_t samples = 0;
@@ -1878,7 +1878,7 @@ std::vector<GopFrames> decode_predicted(const Predictor& predictor, const FrameS
 
 namespace {
 
-// The frames of a colour GOP through the reversible colour transform (codecs/colour_transform.hpp).
+// The frames of a colour GOP through the reversible colour transform (codecs/transform/colour_transform.hpp).
 GopFrames colour_transformed(const GopFrames& frames, const FrameShape& shape, std::size_t count) {
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   GopFrames out = unwritten_frames(std::min(count, frames.size()), shape.size());

@@ -17,7 +17,7 @@
 #include <string_view>
 
 #include "codecs/codec_error.hpp"
-#include "codecs/zstd_frame.hpp"
+#include "codecs/entropy/zstd_frame.hpp"
 #include "format/byte_io.hpp"
 #include "format/errors.hpp"
 #include "io/output_path.hpp"

@@ -3,8 +3,8 @@
 // by the GOP codec (compressor/gop_codec.hpp) to decode.
 #include <cstdint>
 
-#include "codecs/error_bound.hpp"
-#include "codecs/symbol_coder.hpp"
+#include "codecs/quantize/error_bound.hpp"
+#include "codecs/entropy/symbol_coder.hpp"
 
 namespace tezip {
 
@@ -26,9 +26,9 @@ struct CodingSettings {
   // data, 12% on the colour vtest (docs/defaults.md, "Entropy coder" and "--coder best").
   bool rans_coder = true;
   bool adaptive_coder = false;
-  bool lzma_coder = false;  // LZMA2 (codecs/lzma_frame.hpp): --coder best
+  bool lzma_coder = false;  // LZMA2 (codecs/entropy/lzma_frame.hpp): --coder best
   // Encoder only (each plane's chunk record says what it used): search block motion against the
-  // previous reconstruction and use it where the estimate says it pays (codecs/block_motion.hpp).
+  // previous reconstruction and use it where the estimate says it pays (codecs/transform/block_motion.hpp).
   bool coded_motion = true;
   // Encoder only: motion fields may mark blocks spatial (codecs::kSpatialBlock) where that pays.
   bool spatial_blocks = true;
@@ -38,10 +38,10 @@ struct CodingSettings {
   bool second_reference = true;
   // Encoder only: each symbol's side class, the detail of its plane's forecast there
   // (codecs::side_classes), offered to the striped rANS coder's contexts, which takes it where its
-  // estimate saves 1% (chunk version 11, codecs/striped_rans.hpp).
+  // estimate saves 1% (chunk version 11, codecs/entropy/striped_rans.hpp).
   bool side_classes = true;
   // Encoder only: a plane may store its symbols in the polyphase layout
-  // (codecs/polyphase.hpp) where the contexts' estimate says so (chunk version 13).
+  // (codecs/transform/polyphase.hpp) where the contexts' estimate says so (chunk version 13).
   bool polyphase = true;
   // Encoder only, bounded modes: a frame's compensated forecast may be smoothed
   // (codecs::smooth_forecast) where its estimate says so (chunk version 12).
@@ -53,11 +53,11 @@ struct CodingSettings {
   // Encoder only: a predictor with choices (auto) codes every GOP whole with each choice and keeps
   // the smallest, instead of measuring two 3-frame windows (--profile max).
   bool whole_gop_trials = false;
-  // Encoder only: a GOP's pixels through zstd (a pixel chunk, codecs/pixel_frames.hpp) where that
+  // Encoder only: a GOP's pixels through zstd (a pixel chunk, codecs/quantize/pixel_frames.hpp) where that
   // is smaller than its predictive chunk.
   bool pixel_chunks = true;
   // Encoder only: a lossless colour GOP may go through the reversible colour transform where a
-  // trial says it codes smaller (codecs/colour_transform.hpp); false: never.
+  // trial says it codes smaller (codecs/transform/colour_transform.hpp); false: never.
   bool colour_transform = true;
   // Set by the encoder for GOPs it codes through the colour transform: their chroma planes
   // (channels 1 and 2) may take the polyphase layout when coded against a forecast too.

@@ -47,7 +47,7 @@ class Predictor {
   // The first key_frames() frames of every GOP are key frames (a learned predictor's warm-up).
   virtual std::size_t key_frames() const { return 1; }
   // Whether the encoder may replace this forecast, block by block, by the previous frame or the mean
-  // of both where they are closer (codecs/forecast_blocks.hpp): a learned forecast's fallback.
+  // of both where they are closer (codecs/transform/forecast_blocks.hpp): a learned forecast's fallback.
   virtual bool block_fallback() const { return false; }
   // Whether the forecast of frame t is exactly the reconstruction of frame t - 1 (`previous`): the
   // GOP codec then uses that frame in place and calls neither forecast nor observe, saving two

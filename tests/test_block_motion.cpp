@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "codecs/block_motion.hpp"
+#include "codecs/transform/block_motion.hpp"
 #include "codecs/codec_error.hpp"
 #include "compressor/gop_codec.hpp"
 

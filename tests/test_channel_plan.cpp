@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "codecs/channel_plan.hpp"
+#include "codecs/transform/channel_plan.hpp"
 #include "codecs/codec_error.hpp"
 
 using namespace tezip::codecs;

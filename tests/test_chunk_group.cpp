@@ -9,7 +9,7 @@
 #include <set>
 #include <thread>
 
-#include "codecs/error_bound.hpp"
+#include "codecs/quantize/error_bound.hpp"
 #include "compressor/chunk_group.hpp"
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"

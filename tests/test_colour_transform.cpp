@@ -4,8 +4,8 @@
 #include <cmath>
 #include <random>
 
-#include "codecs/colour_transform.hpp"
-#include "codecs/error_bound.hpp"
+#include "codecs/transform/colour_transform.hpp"
+#include "codecs/quantize/error_bound.hpp"
 #include "compressor/gop_codec.hpp"
 #include "format/errors.hpp"
 #include "predictor/predictor.hpp"

@@ -1,10 +1,10 @@
-// Per-block forecast choice (codecs/forecast_blocks.hpp): the encoder's pick is the closest source,
+// Per-block forecast choice (codecs/transform/forecast_blocks.hpp): the encoder's pick is the closest source,
 // and the decoder's forecast built from the map is the encoder's.
 #include <catch2/catch.hpp>
 
 #include <random>
 
-#include "codecs/forecast_blocks.hpp"
+#include "codecs/transform/forecast_blocks.hpp"
 
 using namespace tezip::codecs;
 

@@ -10,7 +10,7 @@
 
 #include "compressor/decoder.hpp"
 #include "compressor/encoder.hpp"
-#include "codecs/channel_plan.hpp"
+#include "codecs/transform/channel_plan.hpp"
 #include "compressor/gop_codec.hpp"
 #include "support/gop_frames.hpp"
 #include "support/temp_dir.hpp"

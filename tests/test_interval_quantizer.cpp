@@ -3,7 +3,7 @@
 #include <random>
 
 #include "codecs/codec_error.hpp"
-#include "codecs/interval_quantizer.hpp"
+#include "codecs/quantize/interval_quantizer.hpp"
 
 using namespace tezip::codecs;
 

@@ -3,9 +3,9 @@
 #include <random>
 
 #include "codecs/codec_error.hpp"
-#include "codecs/error_bound.hpp"
-#include "codecs/linear_quantizer.hpp"
-#include "codecs/plane_transform.hpp"
+#include "codecs/quantize/error_bound.hpp"
+#include "codecs/quantize/linear_quantizer.hpp"
+#include "codecs/transform/plane_transform.hpp"
 
 using namespace tezip::codecs;
 
@@ -213,7 +213,7 @@ TEST_CASE("quantize_plane's uniform fast paths equal LinearQuantizer::quantize o
 }
 
 TEST_CASE("intra reconstruction four rows at a time matches the encoder on every shape", "[codecs][quantizer]") {
-  // The decoder reconstructs four rows together (codecs/wavefront.hpp): widths below and above
+  // The decoder reconstructs four rows together (codecs/transform/wavefront.hpp): widths below and above
   // its minimum, heights with 0-3 rows left over, lossless and bounded, 8 and 16 bits.
   std::mt19937 rng(21);
   for (const std::size_t width : {1u, 2u, 7u, 8u, 9u, 33u}) {
@@ -311,7 +311,7 @@ TEST_CASE("dequantize_plane_intra refuses a lossless pixel out of range inside a
 
 TEST_CASE("lossless intra quantization is the median transform of the plane, its reconstruction the plane", "[codecs][quantizer]") {
   // The lossless path computes every residual from the original pixels at once; the median
-  // transform (codecs/plane_transform) is the independent reference. 8 and 16 bits, edge shapes.
+  // transform (codecs/transform/plane_transform) is the independent reference. 8 and 16 bits, edge shapes.
   std::mt19937 rng(41);
   for (const std::size_t width : {1u, 2u, 9u, 40u}) {
     for (const std::size_t height : {1u, 2u, 7u}) {

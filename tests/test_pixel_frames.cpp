@@ -3,9 +3,9 @@
 #include <random>
 
 #include "codecs/codec_error.hpp"
-#include "codecs/error_bound.hpp"
-#include "codecs/pixel_frames.hpp"
-#include "codecs/zstd_frame.hpp"
+#include "codecs/quantize/error_bound.hpp"
+#include "codecs/quantize/pixel_frames.hpp"
+#include "codecs/entropy/zstd_frame.hpp"
 #include "compressor/gop_codec.hpp"
 #include "format/archive.hpp"
 #include "format/errors.hpp"

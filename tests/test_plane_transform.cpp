@@ -5,8 +5,8 @@
 #include <random>
 
 #include "codecs/codec_error.hpp"
-#include "codecs/plane_transform.hpp"
-#include "codecs/polyphase.hpp"
+#include "codecs/transform/plane_transform.hpp"
+#include "codecs/transform/polyphase.hpp"
 
 using namespace tezip::codecs;
 

@@ -7,7 +7,7 @@
 
 #include "codecs/codec_error.hpp"
 #include "support/residuals.hpp"
-#include "codecs/range_coder.hpp"
+#include "codecs/entropy/range_coder.hpp"
 
 using namespace tezip::codecs;
 

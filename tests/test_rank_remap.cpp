@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "codecs/codec_error.hpp"
-#include "codecs/rank_remap.hpp"
+#include "codecs/entropy/rank_remap.hpp"
 
 using namespace tezip::codecs;
 

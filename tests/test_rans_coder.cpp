@@ -8,12 +8,12 @@
 
 #include "codecs/codec_error.hpp"
 #include "support/residuals.hpp"
-#include "codecs/range_coder.hpp"
-#include "codecs/rank_remap.hpp"
-#include "codecs/rans_coder.hpp"
-#include "codecs/rans_model.hpp"
+#include "codecs/entropy/range_coder.hpp"
+#include "codecs/entropy/rank_remap.hpp"
+#include "codecs/entropy/rans_coder.hpp"
+#include "codecs/entropy/rans_model.hpp"
 #include "codecs/simd.hpp"
-#include "codecs/symbol_coder.hpp"
+#include "codecs/entropy/symbol_coder.hpp"
 
 using namespace tezip::codecs;
 

@@ -3,8 +3,8 @@
 #include <random>
 
 #include "codecs/codec_error.hpp"
-#include "codecs/error_bound.hpp"
-#include "codecs/sparse_frames.hpp"
+#include "codecs/quantize/error_bound.hpp"
+#include "codecs/transform/sparse_frames.hpp"
 #include "compressor/gop_codec.hpp"
 #include "format/errors.hpp"
 #include "predictor/predictor.hpp"

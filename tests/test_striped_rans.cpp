@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "codecs/codec_error.hpp"
-#include "codecs/rank_remap.hpp"
-#include "codecs/rans_model.hpp"
+#include "codecs/entropy/rank_remap.hpp"
+#include "codecs/entropy/rans_model.hpp"
 #include "codecs/simd.hpp"
-#include "codecs/striped_rans.hpp"
-#include "codecs/symbol_coder.hpp"
+#include "codecs/entropy/striped_rans.hpp"
+#include "codecs/entropy/symbol_coder.hpp"
 #include "support/residuals.hpp"
 
 using namespace tezip::codecs;

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "codecs/codec_error.hpp"
-#include "codecs/lzma_frame.hpp"
-#include "codecs/range_coder.hpp"
-#include "codecs/rank_remap.hpp"
-#include "codecs/symbol_coder.hpp"
-#include "codecs/zstd_frame.hpp"
+#include "codecs/entropy/lzma_frame.hpp"
+#include "codecs/entropy/range_coder.hpp"
+#include "codecs/entropy/rank_remap.hpp"
+#include "codecs/entropy/symbol_coder.hpp"
+#include "codecs/entropy/zstd_frame.hpp"
 
 using namespace tezip::codecs;
 

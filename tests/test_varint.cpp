@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "codecs/codec_error.hpp"
-#include "codecs/rank_remap.hpp"  // the coders reach the varints through this header
+#include "codecs/entropy/rank_remap.hpp"  // the coders reach the varints through this header
 #include "format/byte_io.hpp"
 #include "format/errors.hpp"
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "codecs/codec_error.hpp"
-#include "codecs/symbol_coder.hpp"
+#include "codecs/entropy/symbol_coder.hpp"
 #include "format/archive.hpp"
 #include "format/byte_io.hpp"
 #include "compressor/chunk_group.hpp"
