@@ -235,8 +235,9 @@ std::vector<std::uint8_t> store_index_body(std::span<const std::uint8_t> body) {
 
 std::vector<std::uint8_t> load_index_body(std::span<const std::uint8_t> stored) {
   try {
-    return codecs::decompress_zstd_frame(stored, 0, std::min<std::size_t>(kMaxIndexBody, std::max<std::size_t>(stored.size(), 1) << 16),
-                                         "archive index");
+    const auto body = codecs::decompress_zstd_frame(
+        stored, 0, std::min<std::size_t>(kMaxIndexBody, std::max<std::size_t>(stored.size(), 1) << 16), "archive index");
+    return std::vector<std::uint8_t>(body.begin(), body.end());
   } catch (const codecs::CodecError& e) {
     throw DataError(e.what());
   }

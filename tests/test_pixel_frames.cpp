@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 
 #include "codecs/codec_error.hpp"
@@ -146,7 +147,7 @@ TEST_CASE("the bounded zstd frame decodes to its input, or is dropped past the l
     const auto frame = compress_zstd_frame_within(bytes, level, size);
     REQUIRE(frame.has_value());
     CHECK(frame->size() == size);
-    CHECK(decompress_zstd_frame(*frame, bytes.size(), bytes.size(), "test") == bytes);
+    CHECK(std::ranges::equal(decompress_zstd_frame(*frame, bytes.size(), bytes.size(), "test"), bytes));
     CHECK_FALSE(compress_zstd_frame_within(bytes, level, size - 1).has_value());
   }
 }

@@ -136,11 +136,11 @@ void decompress_lzma_frame(std::span<const std::uint8_t> frame, std::span<std::u
   if (s->avail_in != 0) throw CodecError(w + ": trailing bytes");
 }
 
-std::vector<std::uint8_t> decompress_lzma_frame(std::span<const std::uint8_t> frame, std::size_t min_size,
-                                                std::size_t max_size, const char* what) {
+PooledBytes decompress_lzma_frame(std::span<const std::uint8_t> frame, std::size_t min_size, std::size_t max_size,
+                                  const char* what) {
   const std::uint64_t size = lzma_frame_size(frame, what);
   if (size < min_size || size > max_size) throw CodecError(std::string(what) + ": decoded size out of range");
-  std::vector<std::uint8_t> out(size);
+  PooledBytes out(size);
   decompress_lzma_frame(frame, out, what);
   return out;
 }

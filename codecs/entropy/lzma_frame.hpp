@@ -4,6 +4,8 @@
 #include <span>
 #include <vector>
 
+#include "codecs/buffer_pool.hpp"
+
 namespace tezip::codecs {
 
 // Raw LZMA2 (liblzma, the coder of xz, without the .xz container's ~60 bytes of headers), for the
@@ -21,8 +23,9 @@ std::vector<std::uint8_t> compress_lzma_frame(std::span<const std::uint8_t> byte
 
 // Decompresses one frame whose decoded size must lie in [min_size, max_size] (checked before
 // anything is allocated) and which must fill `frame` exactly. Throws CodecError("<what>: ...").
-std::vector<std::uint8_t> decompress_lzma_frame(std::span<const std::uint8_t> frame, std::size_t min_size,
-                                                std::size_t max_size, const char* what);
+// The bytes are pooled, not zeroed first (as decompress_zstd_frame's).
+PooledBytes decompress_lzma_frame(std::span<const std::uint8_t> frame, std::size_t min_size, std::size_t max_size,
+                                  const char* what);
 // The decoded size a frame declares (nothing checked but that it is readable).
 std::size_t lzma_frame_size(std::span<const std::uint8_t> frame, const char* what);
 // Decompresses one frame into `out`, whose size must be the frame's decoded size.

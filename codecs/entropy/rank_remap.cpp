@@ -205,7 +205,7 @@ std::vector<std::uint32_t> read_rank_table(std::span<const std::uint8_t> bytes, 
     if (packed_size > bytes.size() - pos) throw CodecError("rank table: truncated");
     const auto packed = bytes.subspan(pos, packed_size);
     // A zigzagged 33-bit delta takes at most 5 varint bytes.
-    const std::vector<std::uint8_t> raw = decompress_zstd_frame(packed, n, 5 * n, "rank table");
+    const PooledBytes raw = decompress_zstd_frame(packed, n, 5 * n, "rank table");
     table = parse_raw_table(raw, n);
     pos += packed_size;
   } else {

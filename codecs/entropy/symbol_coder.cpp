@@ -150,13 +150,13 @@ std::uint64_t max_rank_bytes(std::uint64_t alphabet_size, std::size_t count) {
 }
 
 void decode_zstd(std::span<const std::uint8_t> payload, std::span<const std::uint32_t> table, std::span<std::uint32_t> out) {
-  const std::vector<std::uint8_t> bytes =
+  const PooledBytes bytes =
       decompress_zstd_frame(payload, out.size(), max_rank_bytes(table.size(), out.size()), "zstd payload");
   parse_rank_bytes(bytes, table, out, "zstd payload");
 }
 
 void decode_lzma(std::span<const std::uint8_t> payload, std::span<const std::uint32_t> table, std::span<std::uint32_t> out) {
-  const std::vector<std::uint8_t> bytes =
+  const PooledBytes bytes =
       decompress_lzma_frame(payload, out.size(), max_rank_bytes(table.size(), out.size()), "lzma payload");
   parse_rank_bytes(bytes, table, out, "lzma payload");
 }
