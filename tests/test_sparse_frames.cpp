@@ -40,12 +40,13 @@ GopFrames depth_frames(const FrameShape& shape, std::size_t frames, std::uint32_
   return out;
 }
 
-// Half the pixels the background, the rest anything (the background too, now and then).
+// One pixel in `one_in` the background (half by default), the rest anything (the background too,
+// now and then).
 std::vector<std::uint16_t> random_sparse_plane(std::size_t n, std::uint32_t max_value, std::uint32_t seed,
-                                               std::uint16_t background = 0) {
+                                               std::uint16_t background = 0, std::uint32_t one_in = 2) {
   std::mt19937 rng(seed);
   std::vector<std::uint16_t> p(n);
-  for (auto& v : p) v = rng() % 2 ? background : std::uint16_t(rng() % (max_value + 1));
+  for (auto& v : p) v = rng() % one_in == 1 ? background : std::uint16_t(rng() % (max_value + 1));
   return p;
 }
 
@@ -53,14 +54,16 @@ std::vector<std::uint16_t> random_sparse_plane(std::size_t n, std::uint32_t max_
 
 TEST_CASE("sparse planes round-trip: masks, median residuals, every edge", "[sparse]") {
   for (const std::uint32_t max_value : {255u, 4095u, 65535u})
-    for (const std::size_t width : {1, 7, 8, 13, 64}) {
+    for (const std::size_t width : {1, 7, 8, 13, 64, 83}) {
       const std::size_t height = 9, n = width * height;
       const auto background = std::uint16_t(width % 2 ? 0 : max_value / 3);  // zeros, or another value
       INFO("max " << max_value << ", width " << width << ", background " << background);
       const std::vector<std::vector<std::uint16_t>> planes = {
           random_sparse_plane(n, max_value, 1, background), std::vector<std::uint16_t>(n, background),
           std::vector<std::uint16_t>(n, 0), std::vector<std::uint16_t>(n, std::uint16_t(max_value)),
-          random_sparse_plane(n, max_value, 2, background)};
+          random_sparse_plane(n, max_value, 2, background),
+          // Mostly foreground: runs of eight foreground pixels (a whole mask byte) at any column.
+          random_sparse_plane(n, max_value, 4, background, 24)};
       std::vector<std::uint8_t> mask, residuals;
       for (const auto& p : planes) pack_sparse_plane(p, width, max_value, background, mask, residuals);
       CHECK(mask.size() == sparse_mask_bytes(planes.size(), n));
