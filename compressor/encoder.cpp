@@ -242,8 +242,9 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
     group_raw = group_pixels = 0;
     const auto& members = *item.members;
     if (members.size() >= 2) {
-      std::uint64_t own = 0, grouped = members.size();  // the members' own chunks; the grouped chunks
-      for (const auto& w : members) own += w.gop.bytes.size();  // but the group's, and each entry's member number
+      // The members' own chunks; the grouped ones but the group's chunk, and each entry's member number.
+      std::uint64_t own = 0, grouped = members.size();
+      for (const auto& w : members) own += w.gop.bytes.size();
       for (std::size_t k = 1; k < members.size(); ++k) grouped += group_member_chunk(k).size();
       if (own > grouped) {
         item.group = pool.submit([shape = shape_of(index.sequences[members[0].entry.sequence].geometry), waiting = item.members,

@@ -109,7 +109,8 @@ void SparsePlaneReader::read(std::size_t width, std::span<std::uint16_t> plane) 
   const std::uint8_t* m = mask_.data() + mask_pos_;
   if ((n % 8) != 0 && (m[bytes - 1] & (0xFF >> (n % 8))) != 0) throw CodecError("sparse plane: mask bits past the plane");
   const bool wide = sample_bytes(max_value_) == 2;
-  if ((residuals_.size() - residual_pos_) / (wide ? 2 : 1) < set_bits(m, bytes)) throw CodecError("sparse plane: the residuals end early");
+  if ((residuals_.size() - residual_pos_) / (wide ? 2 : 1) < set_bits(m, bytes))
+    throw CodecError("sparse plane: the residuals end early");
   const std::uint8_t* r = residuals_.data() + residual_pos_;
   const std::uint32_t bad = wide ? read_pixels<true>(m, r, width, plane, background_, max_value_)
                                  : read_pixels<false>(m, r, width, plane, background_, max_value_);
