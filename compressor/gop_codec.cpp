@@ -1504,9 +1504,13 @@ std::optional<std::pair<std::vector<std::uint8_t>, codecs::EntropyCoderKind>> pi
   const std::size_t trial_size = codecs::zstd_size_within(packed, trial_level, limit);
   if (trial_size == SIZE_MAX) return std::nullopt;
   // The trial's margin lets camera frames through at level 19's cost (3 s a GOP on mire2 intra,
-  // where the pixels come out at 1.7x the predictive chunk): a prefix measures that first.
+  // where the pixels come out at 1.7x the predictive chunk): a prefix measures that first, where
+  // the trial has not come below the chunk already (castle's sparse chunks: the prefix's two
+  // passes were an eighth of level 19's).
   const int level = std::max(settings.zstd_level, settings.zstd_win_level);
-  if (!settings.lzma_coder && !codecs::zstd_may_reach(packed, trial_level, trial_size, level, coded_size)) return std::nullopt;
+  if (!settings.lzma_coder && trial_size >= coded_size &&
+      !codecs::zstd_may_reach(packed, trial_level, trial_size, level, coded_size))
+    return std::nullopt;
   auto payload = codecs::compress_zstd_frame(packed, level);
   auto coder = codecs::EntropyCoderKind::Zstd;
   // With --coder best, LZMA too (castle at pwrel 0.05: 25% smaller than zstd -19; Moving MNIST:
