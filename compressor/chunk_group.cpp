@@ -95,9 +95,7 @@ DecodedGroup::DecodedGroup(const FrameShape& shape, std::span<const std::uint8_t
   const auto payload = in.blob();
   in.expect_end();
   try {
-    if (codecs::lzma_frame_size(payload, "group chunk") != bytes) in.fail("decoded size differs from the members'");
-    packed_ = codecs::PooledBytes(bytes);
-    codecs::decompress_lzma_frame(payload, packed_, "group chunk");
+    packed_ = codecs::decompress_lzma_frame(payload, bytes, bytes, "group chunk");  // pooled, its size checked first
   } catch (const codecs::CodecError& e) {
     throw DataError(e.what());
   }

@@ -98,12 +98,16 @@ std::vector<std::uint8_t> compress_lzma_frame(std::span<const std::uint8_t> byte
   return out;
 }
 
+namespace {
+
+// The decoded size a frame declares (nothing checked but that it is readable).
 std::size_t lzma_frame_size(std::span<const std::uint8_t> frame, const char* what) {
   if (frame.empty()) throw CodecError(std::string(what) + ": empty");
   std::size_t pos = 1;
   return read_varint(frame, pos);
 }
 
+// Decompresses one frame into `out`, whose size must be the frame's decoded size.
 void decompress_lzma_frame(std::span<const std::uint8_t> frame, std::span<std::uint8_t> out, const char* what) {
   const std::string w = what;
   if (frame.empty()) throw CodecError(w + ": empty");
@@ -135,6 +139,8 @@ void decompress_lzma_frame(std::span<const std::uint8_t> frame, std::span<std::u
   if (produced != out.size()) throw CodecError(w + ": fewer bytes than declared");
   if (s->avail_in != 0) throw CodecError(w + ": trailing bytes");
 }
+
+}  // namespace
 
 PooledBytes decompress_lzma_frame(std::span<const std::uint8_t> frame, std::size_t min_size, std::size_t max_size,
                                   const char* what) {

@@ -26,9 +26,5 @@ std::vector<std::uint8_t> compress_lzma_frame(std::span<const std::uint8_t> byte
 // The bytes are pooled, not zeroed first (as decompress_zstd_frame's).
 PooledBytes decompress_lzma_frame(std::span<const std::uint8_t> frame, std::size_t min_size, std::size_t max_size,
                                   const char* what);
-// The decoded size a frame declares (nothing checked but that it is readable).
-std::size_t lzma_frame_size(std::span<const std::uint8_t> frame, const char* what);
-// Decompresses one frame into `out`, whose size must be the frame's decoded size.
-void decompress_lzma_frame(std::span<const std::uint8_t> frame, std::span<std::uint8_t> out, const char* what);
 
 }  // namespace tezip::codecs
