@@ -193,8 +193,9 @@ class EncodeMemo {
 };
 
 // The fingerprint of everything serialize() reads, but the choice byte.
-EncodeMemo::Key chunk_key(const GopSymbols& g, const FrameShape& shape, const CodingSettings& settings) {
+EncodeMemo::Key chunk_key(const GopSymbols& g, const FrameShape& shape, const CodingSettings& settings, bool rival) {
   EncodeMemo::Hasher h;
+  h.value(rival);
   h.value(shape.width).value(shape.height).value(shape.channels).value(std::uint8_t(settings.quantizer));
   h.value(settings.zstd_level).value(settings.zstd_win_level).value(settings.zstd_win_margin);
   h.value(settings.rans_coder).value(settings.adaptive_coder).value(settings.lzma_coder).value(settings.side_classes);
@@ -250,8 +251,13 @@ std::vector<std::uint32_t> zigzag_all(std::span<const std::int32_t> values) {
   return out;
 }
 
+// A chunk rival of a GOP (SymbolCoderOptions::rival_bytes): the estimated size of another of its
+// chunks, asked for only where the predictive chunk's coder would spend zstd's passes.
+using ChunkRival = std::function<std::size_t()>;
+
+// `rival` (may be empty) is given to the plane symbols' coder.
 std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, const CodingSettings& settings,
-                                    std::uint8_t choice, ChunkStats& stats) {
+                                    std::uint8_t choice, ChunkStats& stats, const ChunkRival& rival = {}) {
   ByteWriter out;
   // The version a reader needs: 13 only where a plane takes the polyphase layout, so that chunks
   // without it stay readable by readers of version 12.
@@ -282,7 +288,9 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
   codecs::SymbolCoderStats coder_stats;
   // Side classes only where some plane has a forecast with detail (else they cannot change a context).
   const bool side = settings.side_classes && std::any_of(g.side.begin(), g.side.end(), [](std::uint8_t c) { return c != 0; });
-  const auto symbols = codecs::encode_symbols(std::move(g.symbols), shape.width, options, &coder_stats,
+  codecs::SymbolCoderOptions plane_options = options;
+  plane_options.rival_bytes = rival;
+  const auto symbols = codecs::encode_symbols(std::move(g.symbols), shape.width, plane_options, &coder_stats,
                                               side ? std::span<const std::uint8_t>(g.side) : std::span<const std::uint8_t>());
   const auto values = codecs::encode_symbols(zigzag_all(g.run_values), 0, options);
   const std::vector<std::uint32_t> lengths_minus_one = [&] {
@@ -496,9 +504,10 @@ namespace {
 
 // encode_gops with one predictor; `choice` is what the chunks record (0: the archive's predictor;
 // k: its choices()[k - 1]).
+// `rivals`: empty, or per GOP its ChunkRival (serialize).
 std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t choice, const FrameShape& shape,
                                     std::span<const GopFrames* const> gops, const CodingSettings& settings,
-                                    EncodeMemo* memo = nullptr) {
+                                    EncodeMemo* memo = nullptr, std::span<const ChunkRival> rivals = {}) {
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   std::vector<EncodedGop> encoded(gops.size());
   std::vector<GopSymbols> coded(gops.size());
@@ -1058,20 +1067,21 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   std::vector<std::size_t> retry;
   for (std::size_t g = 0; g < gops.size(); ++g) {
     const bool used_motion = !coded[g].motion.empty();
+    const ChunkRival& rival = rivals.empty() ? ChunkRival() : rivals[g];
     if (memo && memo->recording) {
       // The same symbols make the same chunk but for its choice byte (serialize: version,
       // quantizer, choice).
-      const auto key = chunk_key(coded[g], shape, settings);
+      const auto key = chunk_key(coded[g], shape, settings, bool(rival));
       if (const auto* known = memo->chunk(key)) {
         encoded[g].bytes = known->bytes;
         encoded[g].bytes[2] = choice;
         encoded[g].stats = known->stats;
       } else {
-        encoded[g].bytes = serialize(coded[g], shape, settings, choice, encoded[g].stats);
+        encoded[g].bytes = serialize(coded[g], shape, settings, choice, encoded[g].stats, rival);
         memo->keep(key, encoded[g].bytes, encoded[g].stats);
       }
     } else {
-      encoded[g].bytes = serialize(coded[g], shape, settings, choice, encoded[g].stats);
+      encoded[g].bytes = serialize(coded[g], shape, settings, choice, encoded[g].stats, rival);
     }
     // The estimates that chose motion model the static context (rANS) coder. Where another coder
     // won the GOP's symbols instead (zstd, LZMA, the adaptive coder), its matches or adapted
@@ -1086,8 +1096,12 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   auto code_again = [&](const std::vector<std::size_t>& which, const CodingSettings& changed) {
     if (which.empty()) return;
     std::vector<const GopFrames*> subset;
-    for (const auto g : which) subset.push_back(gops[g]);
-    auto again = encode_with(predictor, choice, shape, subset, changed, memo);
+    std::vector<ChunkRival> subset_rivals;
+    for (const auto g : which) {
+      subset.push_back(gops[g]);
+      if (!rivals.empty()) subset_rivals.push_back(rivals[g]);
+    }
+    auto again = encode_with(predictor, choice, shape, subset, changed, memo, subset_rivals);
     for (std::size_t i = 0; i < which.size(); ++i)
       if (again[i].bytes.size() < encoded[which[i]].bytes.size()) encoded[which[i]] = std::move(again[i]);
   };
@@ -1495,21 +1509,30 @@ GopFrames band(const GopFrames& frames, const FrameShape& shape, std::uint32_t y
 // that pass may win; ones that stop can rarely come near. On camera and video frames, where the
 // pixels lose by far, the trial reads a part of the GOP at about 600 MB/s; only a candidate
 // compresses at the real level.
+// A pixel-domain payload's trial pass (its size at the trial level) and its estimated size at the
+// coding level (zstd_estimate), where they were measured before (SIZE_MAX: not).
+struct PayloadTrial {
+  std::size_t trial = SIZE_MAX;
+  std::size_t estimate = SIZE_MAX;
+};
+
 std::optional<std::pair<std::vector<std::uint8_t>, codecs::EntropyCoderKind>> pixel_payload(
-    std::span<const std::uint8_t> packed, const CodingSettings& settings, std::size_t coded_size, int trial_level) {
+    std::span<const std::uint8_t> packed, const CodingSettings& settings, std::size_t coded_size, int trial_level,
+    const PayloadTrial& known = {}) {
   // With LZMA the gap to the final coder is wider (castle at pwrel 0.05: zstd -3 3.07x LZMA's size,
   // level 1 1.96x): a slower trial at level 1, and a wider margin.
   if (settings.lzma_coder) trial_level = std::max(trial_level, 1);
   const std::size_t limit = settings.lzma_coder ? coded_size * 5 / 2 : 2 * coded_size;
-  const std::size_t trial_size = codecs::zstd_size_within(packed, trial_level, limit);
-  if (trial_size == SIZE_MAX) return std::nullopt;
+  const std::size_t trial_size = known.trial != SIZE_MAX ? known.trial : codecs::zstd_size_within(packed, trial_level, limit);
+  if (trial_size > limit) return std::nullopt;
   // The trial's margin lets camera frames through at level 19's cost (3 s a GOP on mire2 intra,
   // where the pixels come out at 1.7x the predictive chunk): a prefix measures that first, where
   // the trial has not come below the chunk already (castle's sparse chunks: the prefix's two
   // passes were an eighth of level 19's).
   const int level = std::max(settings.zstd_level, settings.zstd_win_level);
   if (!settings.lzma_coder && trial_size >= coded_size &&
-      !codecs::zstd_may_reach(packed, trial_level, trial_size, level, coded_size))
+      (known.estimate != SIZE_MAX ? double(known.estimate) >= codecs::zstd_estimate_slack * double(coded_size)
+                                  : !codecs::zstd_may_reach(packed, trial_level, trial_size, level, coded_size)))
     return std::nullopt;
   auto payload = codecs::compress_zstd_frame(packed, level);
   auto coder = codecs::EntropyCoderKind::Zstd;
@@ -1523,14 +1546,18 @@ std::optional<std::pair<std::vector<std::uint8_t>, codecs::EntropyCoderKind>> pi
   return std::make_pair(std::move(payload), coder);
 }
 
+// A sparse chunk's residuals lose more at zstd's fast levels than pixels do (castle: level 19 2.2x
+// smaller than level -3, 1.5x than level 1): its trial runs at level 1.
+constexpr int kSparseTrialLevel = 1;
+
 // Replaces `coded` by a pixel-domain chunk (first byte `kind`, `fields` after its frame count) of
-// `packed`, the bytes of `reconstruction`, where that is smaller: a measured choice.
+// `packed`, the bytes of `reconstruction`, where that is smaller: a measured choice. `known`: what
+// pixel_payload's trial measured before.
 void replace_if_smaller(std::uint8_t kind, std::span<const std::uint8_t> fields, std::span<const std::uint8_t> packed,
                         std::size_t frame_count, const CodingSettings& settings,
-                        const std::function<void(std::vector<Pixels>&)>& reconstruction, EncodedGop& coded) {
-  // A sparse chunk's residuals lose more at zstd's fast levels than pixels do (castle: level 19
-  // 2.2x smaller than level -3, 1.5x than level 1): its trial runs at level 1.
-  auto payload = pixel_payload(packed, settings, coded.bytes.size(), kind == kSparseChunk ? 1 : -3);
+                        const std::function<void(std::vector<Pixels>&)>& reconstruction, EncodedGop& coded,
+                        const PayloadTrial& known = {}) {
+  auto payload = pixel_payload(packed, settings, coded.bytes.size(), kind == kSparseChunk ? kSparseTrialLevel : -3, known);
   if (!payload) return;
   ByteWriter out;
   out.u8(kind);
@@ -1586,24 +1613,33 @@ bool codes_frames_alone(const Predictor& predictor, const EncodedGop& coded) {
   return used && used->intra_only();
 }
 
-// Replaces `coded` by the GOP's sparse chunk where that is smaller: losslessly, or under a tolerance
-// e the same for every plane (abs; not where it follows each plane's range or each pixel), of the
-// pixels' bins of 2e + 1 values (bin (x + e) / (2e + 1), decoded as the bin's centre clamped to
-// the pixel range, as pixel chunks snap: within e). Tried only where the GOP's most frequent bin,
-// the background, is most of its samples, or, where `coded` codes each frame on its own
-// (codes_frames_alone), at least an eighth of them: with less, the mask saves little, and what is
-// left is the median residual of every pixel, which a predictive chunk (`intra`) codes already;
-// and where a temporal forecast won, a spatial coder of every frame is far behind unless the
-// background is most of it (Megamind, letterboxed film: its black bars are a third of its samples,
-// and its trials cost 14-27% of encoding for chunks 1.4x the predictive ones). Measured on the
-// castle depth maps (77% zeros): lossless 627 KB against 673 KB for the predictive chunks, abs 2
-// 436 KB against 489 KB (docs/defaults.md, "Sparse chunks").
-void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const CodingSettings& settings, bool alone,
-                      EncodedGop& coded) {
+// A GOP's sparse chunk before it is coded: losslessly, or under a tolerance e the same for every
+// plane (abs; not where it follows each plane's range or each pixel), of the pixels' bins of 2e + 1
+// values (bin (x + e) / (2e + 1), decoded as the bin's centre clamped to the pixel range, as pixel
+// chunks snap: within e). Tried only where the GOP's most frequent bin, the background, is most of
+// its samples, or, where the GOP's chunk codes each frame on its own (codes_frames_alone), at least
+// an eighth of them: with less, the mask saves little, and what is left is the median residual of
+// every pixel, which a predictive chunk (`intra`) codes already; and where a temporal forecast won,
+// a spatial coder of every frame is far behind unless the background is most of it (Megamind,
+// letterboxed film: its black bars are a third of its samples, and its trials cost 14-27% of
+// encoding for chunks 1.4x the predictive ones). Measured on the castle depth maps (77% zeros):
+// lossless 627 KB against 673 KB for the predictive chunks, abs 2 436 KB against 489 KB
+// (docs/defaults.md, "Sparse chunks").
+struct SparseCandidate {
+  std::vector<std::uint8_t> fields;  // tolerance, background
+  std::vector<std::uint8_t> packed;  // the residuals, then the masks
+  GopFrames binned;                  // the bins, where they are not the pixels (a tolerance)
+  std::uint32_t bin_width = 1;
+  bool background_most = false;      // the background is at least half the samples: tried whatever else codes the GOP
+};
+
+// The sparse candidate of `frames`; none where the background is under an eighth of the samples
+// or the bound has no single tolerance.
+std::optional<SparseCandidate> sparse_candidate(const FrameShape& shape, const GopFrames& frames, const CodingSettings& settings) {
   const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
-  if (!lossless && (settings.bound.pointwise() || settings.bound.spans())) return;
+  if (!lossless && (settings.bound.pointwise() || settings.bound.spans())) return std::nullopt;
   const std::uint32_t tolerance = lossless ? 0 : settings.bound.tolerance(0, 0, shape.max_value);
-  if (tolerance > shape.max_value) return;
+  if (tolerance > shape.max_value) return std::nullopt;
   const std::uint32_t width = 2 * tolerance + 1, top = (shape.max_value + tolerance) / width;  // the largest bin
   const auto bin = [&](std::uint16_t v) { return std::uint16_t((std::min<std::uint32_t>(v, shape.max_value) + tolerance) / width); };
   // The background first, from the pixels' histogram (most GOPs stop here: a pass over their pixels).
@@ -1619,32 +1655,76 @@ void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const Co
   std::vector<std::size_t> bin_counts(std::size_t(top) + 1);
   for (std::uint32_t v = 0; v <= shape.max_value; ++v) bin_counts[bin(std::uint16_t(v))] += histogram[v];
   const auto background = std::uint16_t(std::max_element(bin_counts.begin(), bin_counts.end()) - bin_counts.begin());
-  if ((alone ? 8 : 2) * bin_counts[background] < samples) return;
-  GopFrames binned;  // the bins, where they are not the pixels
+  if (8 * bin_counts[background] < samples) return std::nullopt;
+  SparseCandidate candidate;
+  candidate.bin_width = width;
+  candidate.background_most = 2 * bin_counts[background] >= samples;
   if (tolerance > 0) {
-    binned.assign(frames.begin(), frames.end());
-    for (auto& frame : binned) std::transform(frame.begin(), frame.end(), frame.begin(), bin);
+    candidate.binned.assign(frames.begin(), frames.end());
+    for (auto& frame : candidate.binned) std::transform(frame.begin(), frame.end(), frame.begin(), bin);
   }
-  const GopFrames& bins = tolerance > 0 ? binned : frames;
+  const GopFrames& bins = tolerance > 0 ? candidate.binned : frames;
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
-  std::vector<std::uint8_t> masks, residuals;
+  std::vector<std::uint8_t> masks;
   masks.reserve(codecs::sparse_mask_bytes(frames.size() * shape.channels, plane_size));
   for (const auto& frame : bins)
     for (std::size_t c = 0; c < shape.channels; ++c)
       codecs::pack_sparse_plane(std::span<const std::uint16_t>(frame.data() + c * plane_size, plane_size), shape.width, top,
-                                background, masks, residuals);
+                                background, masks, candidate.packed);
   // Residuals first: zstd_may_reach's prefix then measures them, the bulk of the compressed bytes
   // (castle: the masks come to 4% of them), not the masks.
-  residuals.insert(residuals.end(), masks.begin(), masks.end());
+  candidate.packed.insert(candidate.packed.end(), masks.begin(), masks.end());
   ByteWriter fields;
   fields.varint(tolerance);
   fields.u8(std::uint8_t(background));
   fields.u8(std::uint8_t(background >> 8));
-  replace_if_smaller(kSparseChunk, fields.bytes(), residuals, frames.size(), settings, [&](std::vector<Pixels>& reconstruction) {
+  candidate.fields = std::move(fields.bytes());
+  return candidate;
+}
+
+// A GOP's sparse candidate as the predictive chunk's rival (ChunkRival): its trial pass and the
+// estimate of its payload at the coding level, measured on the first request and kept for
+// try_sparse_chunk. None (SIZE_MAX) where the candidate might not be tried (it is only where the
+// background is most of the samples), and with LZMA (--coder best).
+class SparseRival {
+ public:
+  SparseRival(const FrameShape& shape, const GopFrames& frames, const CodingSettings& settings)
+      : shape_(shape), frames_(&frames), settings_(&settings) {}
+  std::size_t estimate() {
+    if (measured_) return known_.estimate;
+    measured_ = true;
+    if (!settings_->pixel_chunks || settings_->lzma_coder) return SIZE_MAX;
+    const auto candidate = sparse_candidate(shape_, *frames_, *settings_);
+    if (!candidate || !candidate->background_most) return SIZE_MAX;
+    known_.trial = codecs::zstd_size_within(candidate->packed, kSparseTrialLevel, SIZE_MAX);
+    const int level = std::max(settings_->zstd_level, settings_->zstd_win_level);
+    known_.estimate = codecs::zstd_estimate(candidate->packed, kSparseTrialLevel, known_.trial, level);
+    return known_.estimate;
+  }
+  const PayloadTrial& measured() const { return known_; }
+
+ private:
+  FrameShape shape_;
+  const GopFrames* frames_;
+  const CodingSettings* settings_;
+  bool measured_ = false;
+  PayloadTrial known_;
+};
+
+// Replaces `coded` by the GOP's sparse chunk where that is smaller (`alone`: codes_frames_alone;
+// `known`: SparseRival's measures, where it took them).
+void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const CodingSettings& settings, bool alone,
+                      EncodedGop& coded, const PayloadTrial& known = {}) {
+  const auto candidate = sparse_candidate(shape, frames, settings);
+  if (!candidate || !(alone || candidate->background_most)) return;
+  const GopFrames& bins = candidate->binned.empty() ? frames : candidate->binned;
+  const std::uint32_t width = candidate->bin_width;
+  replace_if_smaller(kSparseChunk, candidate->fields, candidate->packed, frames.size(), settings,
+                     [&](std::vector<Pixels>& reconstruction) {
     for (std::size_t t = 0; t < frames.size(); ++t)
       std::transform(bins[t].begin(), bins[t].end(), reconstruction[t].begin(),
                      [&](std::uint16_t q) { return std::uint16_t(std::min(std::uint32_t(q) * width, shape.max_value)); });
-  }, coded);
+  }, coded, known);
 }
 
 // The bands of rows through all of a GOP's frames that a trial codes in place of its frames (auto's
@@ -1698,14 +1778,16 @@ constexpr int kTrialZstdLevel = codecs::kZstdGateLevel;
 // won on the whole); at 1.05 and 1.10 none.
 constexpr double kTrialPrune = 1.10;
 
+// `rivals`: as encode_with's.
 std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const FrameShape& shape,
-                                         std::span<const GopFrames* const> gops, const CodingSettings& settings) {
+                                         std::span<const GopFrames* const> gops, const CodingSettings& settings,
+                                         std::span<const ChunkRival> rivals = {}) {
   const auto choices = predictor.choices();
-  if (choices.empty()) return encode_with(predictor, 0, shape, gops, settings);
+  if (choices.empty()) return encode_with(predictor, 0, shape, gops, settings, nullptr, rivals);
   if (settings.whole_gop_trials) {
-    std::vector<EncodedGop> best = encode_with(*choices[0], 1, shape, gops, settings);
+    std::vector<EncodedGop> best = encode_with(*choices[0], 1, shape, gops, settings, nullptr, rivals);
     for (std::size_t k = 1; k < choices.size(); ++k) {
-      auto coded = encode_with(*choices[k], std::uint8_t(k + 1), shape, gops, settings);
+      auto coded = encode_with(*choices[k], std::uint8_t(k + 1), shape, gops, settings, nullptr, rivals);
       for (std::size_t g = 0; g < gops.size(); ++g)
         if (coded[g].bytes.size() < best[g].bytes.size()) best[g] = std::move(coded[g]);
     }
@@ -1764,10 +1846,14 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
   for (std::size_t k = 0; k < choices.size(); ++k) {
     std::vector<const GopFrames*> subset;
     std::vector<std::size_t> where;
+    std::vector<ChunkRival> subset_rivals;
     for (std::size_t g = 0; g < gops.size(); ++g)
-      if (chosen[g] == k + 1) subset.push_back(gops[g]), where.push_back(g);
+      if (chosen[g] == k + 1) {
+        subset.push_back(gops[g]), where.push_back(g);
+        if (!rivals.empty()) subset_rivals.push_back(rivals[g]);
+      }
     if (subset.empty()) continue;
-    auto coded = encode_with(*choices[k], std::uint8_t(k + 1), shape, subset, settings, reuse);
+    auto coded = encode_with(*choices[k], std::uint8_t(k + 1), shape, subset, settings, reuse, subset_rivals);
     for (std::size_t i = 0; i < where.size(); ++i) encoded[where[i]] = std::move(coded[i]);
   }
   return encoded;
@@ -1945,6 +2031,8 @@ std::vector<bool> colour_transform_choices(const Predictor& predictor, const Fra
 std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape& shape,
                                     std::span<const GopFrames* const> gops, const CodingSettings& settings) {
   const std::vector<bool> transform = colour_transform_choices(predictor, shape, gops, settings);
+  std::vector<SparseRival> sparse;
+  for (std::size_t g = 0; g < gops.size(); ++g) sparse.emplace_back(shape, *gops[g], settings);
   std::vector<EncodedGop> encoded(gops.size());
   // The GOPs as they are, then the transformed ones (their frames turned here), each set in one
   // lockstep call.
@@ -1952,16 +2040,18 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
     std::vector<GopFrames> turned;
     std::vector<const GopFrames*> subset;
     std::vector<std::size_t> where;
+    std::vector<ChunkRival> rivals;
     for (std::size_t g = 0; g < gops.size(); ++g)
       if (transform[g] == rct) {
         if (rct) turned.push_back(colour_transformed(*gops[g], shape, gops[g]->size()));
         where.push_back(g);
+        rivals.push_back([rival = &sparse[g]] { return rival->estimate(); });
       }
     if (where.empty()) continue;
     for (std::size_t i = 0; i < where.size(); ++i) subset.push_back(rct ? &turned[i] : gops[where[i]]);
     CodingSettings transformed = settings;
     transformed.transformed_chroma = rct;
-    auto coded = encode_predicted(predictor, rct ? colour_transformed_shape(shape) : shape, subset, transformed);
+    auto coded = encode_predicted(predictor, rct ? colour_transformed_shape(shape) : shape, subset, transformed, rivals);
     for (std::size_t i = 0; i < where.size(); ++i) {
       EncodedGop& out = encoded[where[i]];
       out = std::move(coded[i]);
@@ -1973,7 +2063,7 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   if (settings.pixel_chunks)
     for (std::size_t g = 0; g < gops.size(); ++g) {
       try_pixel_chunk(shape, *gops[g], settings, encoded[g]);
-      try_sparse_chunk(shape, *gops[g], settings, codes_frames_alone(predictor, encoded[g]), encoded[g]);
+      try_sparse_chunk(shape, *gops[g], settings, codes_frames_alone(predictor, encoded[g]), encoded[g], sparse[g].measured());
     }
   return encoded;
 }

@@ -223,6 +223,56 @@ TEST_CASE("where only rANS and zstd compete, a losing zstd pass is given up, and
   CHECK(again == repetitive);
 }
 
+TEST_CASE("a rival chunk estimated smaller spares zstd's passes, and is asked for only where they would run", "[codecs]") {
+  // A pattern repeated: zstd wins by far, on a stream long enough for a prefix estimate.
+  std::mt19937 rng(5);
+  std::vector<std::uint32_t> pattern(1024);
+  for (auto& v : pattern) v = rng() % 64;
+  std::vector<std::uint32_t> repetitive;
+  while (repetitive.size() < 5 * zstd_prefix_min) repetitive.insert(repetitive.end(), pattern.begin(), pattern.end());
+  const SymbolCoderOptions plain{.zstd_level = 9, .zstd_win_level = 19, .allow_adaptive = false};
+  SymbolCoderStats alone;
+  const auto without = encode_symbols(repetitive, 1024, plain, &alone);
+  REQUIRE(alone.chosen == EntropyCoderKind::Zstd);
+  int asked = 0;
+  // A rival larger than the rANS stream: never in play, the same bytes.
+  SymbolCoderOptions far = plain;
+  far.rival_bytes = [&] { ++asked; return alone.rans_bytes + 1; };
+  SymbolCoderStats far_stats;
+  CHECK(encode_symbols(repetitive, 1024, far, &far_stats) == without);
+  CHECK(asked == 1);
+  CHECK_FALSE(far_stats.zstd_rivalled);
+  // A rival below the rANS stream but above zstd's estimate: zstd still runs, the same bytes.
+  SymbolCoderOptions beaten = plain;
+  beaten.rival_bytes = [&] { return alone.rans_bytes - 1; };
+  SymbolCoderStats beaten_stats;
+  CHECK(encode_symbols(repetitive, 1024, beaten, &beaten_stats) == without);
+  CHECK_FALSE(beaten_stats.zstd_rivalled);
+  // A rival below what zstd could reach: no zstd pass; the rANS stream stands, and decodes.
+  SymbolCoderOptions close = plain;
+  close.rival_bytes = [&] { return std::size_t{16}; };
+  SymbolCoderStats close_stats;
+  const auto rivalled = encode_symbols(repetitive, 1024, close, &close_stats);
+  CHECK(close_stats.zstd_rivalled);
+  CHECK(close_stats.zstd_given_up);
+  CHECK_FALSE(close_stats.zstd_stronger_tried);
+  CHECK(close_stats.chosen == EntropyCoderKind::StripedRans);
+  CHECK(rivalled.size() == alone.rans_bytes);
+  std::vector<std::uint32_t> back(repetitive.size());
+  decode_symbols(rivalled, 1024, back);
+  CHECK(back == repetitive);
+  // Noise-like residuals, where the gate gives zstd up first: the rival is never asked for.
+  const auto residuals = video_residuals(512, 512, 5, 3.0, 10);
+  asked = 0;
+  SymbolCoderOptions noisy = plain;
+  noisy.rival_bytes = [&] { ++asked; return std::size_t{16}; };
+  SymbolCoderStats noisy_stats;
+  encode_symbols(residuals, 512, noisy, &noisy_stats);
+  CHECK(noisy_stats.zstd_gated);
+  CHECK_FALSE(noisy_stats.zstd_rivalled);
+  CHECK(asked == 0);
+}
+
 TEST_CASE("a fast zstd pass with a slower level's window sees the repeats that level sees", "[codecs]") {
   // Sparse random bytes (95% zeros: a residual of nearly still frames), then the same bytes again,
   // as a coded trial window of cup holds them: the repeat lies beyond level 1's own window

@@ -245,6 +245,21 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
         local.zstd_probed_only = true;
       }
     }
+    // Where another chunk of the frames is estimated smaller than the rANS stream (rival_bytes), zstd
+    // decides whether this chunk can win at all: the probe's size scaled to zstd's strongest level by
+    // an eighth of the stream (zstd_estimate). Not below the rival: the rANS stream stands for this
+    // chunk, which loses anyway, and zstd's passes (levels 9 and 19: 40% of encoding castle's
+    // depth maps, whose sparse chunks won every GOP) are spared.
+    const auto rivalled = [&] {
+      if (!options.rival_bytes || probe_size == 0 || options.allow_lzma) return false;
+      const std::size_t rival = options.rival_bytes();
+      if (rival == SIZE_MAX || header.size() + rans_payload.size() < rival) return false;
+      const int strongest = std::max(options.zstd_level, std::min(options.zstd_win_level, ZSTD_maxCLevel()));
+      const std::size_t estimate = zstd_estimate(zstd_bytes, kProbeLevel, probe_size, strongest);
+      local.zstd_rivalled = estimate != SIZE_MAX && header.size() + estimate >= rival;
+      local.zstd_given_up = local.zstd_rivalled;
+      return local.zstd_rivalled;
+    };
     // Where only zstd and rANS compete, zstd at the chosen level matters only if it comes within
     // zstd_win_margin of the rANS stream: it is given up as soon as its output passes that (on
     // camera video, where rANS wins, a part of the stream is never compressed).
@@ -261,12 +276,13 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
       if (probe_lost && options.zstd_level >= kGateLevel && gate() > limit) {
         local.zstd_given_up = true;
         local.zstd_gated = true;
-      } else if (auto frame = compress_zstd_frame_within(zstd_bytes, options.zstd_level, limit)) {
-        zstd_payload = std::move(*frame);
-      } else {
-        local.zstd_given_up = true;
+      } else if (!rivalled()) {
+        if (auto frame = compress_zstd_frame_within(zstd_bytes, options.zstd_level, limit))
+          zstd_payload = std::move(*frame);
+        else
+          local.zstd_given_up = true;
       }
-    } else if (zstd_payload.empty()) {
+    } else if (zstd_payload.empty() && !rivalled()) {
       zstd_payload = compress_zstd_frame(zstd_bytes, options.zstd_level);
     }
     local.zstd_bytes = local.zstd_given_up ? 0 : header.size() + zstd_payload.size();

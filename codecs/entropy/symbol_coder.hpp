@@ -1,6 +1,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -47,6 +48,11 @@ struct SymbolCoderOptions {
   // Segments come in cycles of this many (a frame's channel planes): the striped coder may give
   // each its own frequency tables.
   std::size_t segment_period = 1;
+  // The estimated size of another chunk of the same frames (a sparse chunk), which a larger output
+  // would lose to (SIZE_MAX: none), asked for only where zstd's passes are about to run: where
+  // neither the rANS stream nor the probe's estimate of zstd at its strongest level is below it,
+  // they are skipped. Empty: no rival.
+  std::function<std::size_t()> rival_bytes;
 };
 
 struct SymbolCoderStats {
@@ -60,6 +66,7 @@ struct SymbolCoderStats {
   bool zstd_given_up = false;      // zstd at the chosen level passed the rANS stream (times the margin) and was dropped
   bool zstd_gated = false;         // ... or, before it ran, the cheaper gate level did (zstd_given_up is set too)
   bool zstd_stronger_tried = false;  // zstd ran again at zstd_win_level (its prefix estimate came close enough)
+  bool zstd_rivalled = false;  // zstd was not run: its estimate could not come below rival_bytes
 };
 
 // Codes `symbols` laid out as rows of `row_width` (the context model uses the left and upper
