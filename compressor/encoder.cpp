@@ -1,5 +1,6 @@
 #include "compressor/encoder.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <future>
@@ -25,6 +26,7 @@ namespace {
 struct PendingBatch {
   std::future<std::vector<EncodedGop>> result;
   std::vector<ChunkEntry> entries;
+  bool quick = false;  // coded with the quick settings (a short sequence, lossless)
 };
 
 }  // namespace
@@ -188,13 +190,39 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   // group_bytes; then a pool thread codes them as a group, and they are stored as a group where
   // that is smaller than their own chunks (a measured choice), and as they are otherwise. Chunks go
   // to the archive in order: a GOP after a group waits in `ordered` until the group is decided.
+  // Lossless, a short sequence is first coded quickly (`quick`): the group is measured against
+  // those chunks, which its members' full chunks can only undercut, and the members are coded in
+  // full only where the group loses (docs/performance.md, "Groups measured against quick chunks").
+  // A group of the lossless members' frames is the same whatever coded them.
+  const bool quick_members = options.group_bytes > 0 && options.coding.bound.mode == codecs::BoundMode::Lossless &&
+                             !(find_predictor(options.predictor) && find_predictor(options.predictor)->learned);
+  CodingSettings quick = options.coding;
+  quick.first_choice_only = true;  // auto: its first choice, `previous`, without the trial
+  quick.coded_motion = false;
+  quick.zstd_level = 1;
+  quick.zstd_win_level = std::min(quick.zstd_win_level, 9);
+  const auto short_sequence = [&](const ChunkEntry& entry) {
+    const auto& sequence = index.sequences[entry.sequence];
+    return options.group_bytes > 0 && entry.first_frame == 0 && entry.frame_count == sequence.frames.size() &&
+           sequence.geometry.raw_bytes() * entry.frame_count <= options.group_bytes / 4;
+  };
   struct Waiting {
     ChunkEntry entry;
     EncodedGop gop;
+    bool quick = false;  // coded with `quick`: to be coded again unless the group holds it
   };
   struct GroupResult {
     std::optional<std::vector<std::uint8_t>> holder;  // the group's chunk, where it is smaller
     ChunkStats stats;
+  };
+  // A job's members not held by a group, coded again in full where they were coded quickly.
+  const auto code_in_full = [predictor, coding = options.coding](const FrameShape& shape, std::vector<Waiting>& members) {
+    for (auto& w : members) {
+      if (!w.quick) continue;
+      const GopFrames* frames = &w.gop.reconstruction;  // lossless: the input
+      w.gop = std::move(encode_gops(*predictor, shape, std::span(&frames, 1), coding).front());
+      w.quick = false;
+    }
   };
   struct Ordered {
     // One GOP stored as it is, or a group's members, shared with the job that codes them.
@@ -241,22 +269,25 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
     group = {};
     group_raw = group_pixels = 0;
     const auto& members = *item.members;
-    if (members.size() >= 2) {
-      // The members' own chunks; the grouped ones but the group's chunk, and each entry's member number.
-      std::uint64_t own = 0, grouped = members.size();
-      for (const auto& w : members) own += w.gop.bytes.size();
-      for (std::size_t k = 1; k < members.size(); ++k) grouped += group_member_chunk(k).size();
-      if (own > grouped) {
-        item.group = pool.submit([shape = shape_of(index.sequences[members[0].entry.sequence].geometry), waiting = item.members,
-                                  budget = own - grouped] {
+    // The members' own chunks; the grouped ones but the group's chunk, and each entry's member number.
+    std::uint64_t own = 0, grouped = members.size();
+    for (const auto& w : members) own += w.gop.bytes.size();
+    for (std::size_t k = 1; k < members.size(); ++k) grouped += group_member_chunk(k).size();
+    const bool tried = members.size() >= 2 && own > grouped;
+    const bool any_quick = std::any_of(members.begin(), members.end(), [](const Waiting& w) { return w.quick; });
+    if (tried || any_quick) {
+      item.group = pool.submit([&code_in_full, shape = shape_of(index.sequences[members[0].entry.sequence].geometry),
+                                waiting = item.members, budget = tried ? own - grouped : 0] {
+        GroupResult result;
+        if (budget > 0) {
           std::vector<const GopFrames*> frames;
           for (const auto& w : *waiting) frames.push_back(&w.gop.reconstruction);
-          GroupResult result;
           result.holder = encode_group(shape, frames, budget, result.stats);
-          return result;
-        });
-        ++groups_in_flight;
-      }
+        }
+        if (!result.holder) code_in_full(shape, *waiting);
+        return result;
+      });
+      ++groups_in_flight;
     }
     if (!members.empty()) ordered.push_back(std::move(item));
     // Each group in flight holds its members' frames: at most one a thread.
@@ -271,13 +302,12 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
       const auto& sequence = index.sequences[entry.sequence];
       const std::uint64_t raw = sequence.geometry.raw_bytes() * entry.frame_count;
       const std::uint64_t pixels = sequence.geometry.pixel_count() * entry.frame_count;
-      const bool short_sequence = options.group_bytes > 0 && entry.first_frame == 0 && entry.frame_count == sequence.frames.size() &&
-                                  raw <= options.group_bytes / 4;
-      if (!group.empty() && (!short_sequence || !(index.sequences[group[0].entry.sequence].geometry == sequence.geometry) ||
+      const bool is_short = short_sequence(entry);
+      if (!group.empty() && (!is_short || !(index.sequences[group[0].entry.sequence].geometry == sequence.geometry) ||
                              group_raw + raw > options.group_bytes || group_pixels + pixels > ArchiveLimits{}.max_chunk_pixels))
         close_group();
-      if (short_sequence) {
-        group.push_back({entry, std::move(gops[g])});
+      if (is_short) {
+        group.push_back({entry, std::move(gops[g]), p.quick});
         group_raw += raw, group_pixels += pixels;
       } else {
         ordered.push_back({std::make_shared<std::vector<Waiting>>(), std::nullopt});
@@ -299,7 +329,9 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
     auto shared = std::make_shared<std::vector<GopFrames>>(std::move(batch));
     batch = {};
     batch_entries = {};
-    p.result = pool.submit([predictor, shape = batch_shape, shared, coding = options.coding] {
+    // A short sequence is a batch of its own (its one GOP).
+    p.quick = quick_members && p.entries.size() == 1 && short_sequence(p.entries[0]);
+    p.result = pool.submit([predictor, shape = batch_shape, shared, coding = p.quick ? quick : options.coding] {
       std::vector<const GopFrames*> gops;
       for (const auto& g : *shared) gops.push_back(&g);
       return encode_gops(*predictor, shape, gops, coding);

@@ -1784,6 +1784,7 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
                                          std::span<const ChunkRival> rivals = {}) {
   const auto choices = predictor.choices();
   if (choices.empty()) return encode_with(predictor, 0, shape, gops, settings, nullptr, rivals);
+  if (settings.first_choice_only) return encode_with(*choices[0], 1, shape, gops, settings, nullptr, rivals);
   if (settings.whole_gop_trials) {
     std::vector<EncodedGop> best = encode_with(*choices[0], 1, shape, gops, settings, nullptr, rivals);
     for (std::size_t k = 1; k < choices.size(); ++k) {

@@ -53,6 +53,9 @@ struct CodingSettings {
   // Encoder only: a predictor with choices (auto) codes every GOP whole with each choice and keeps
   // the smallest, instead of measuring two 3-frame windows (--profile max).
   bool whole_gop_trials = false;
+  // Encoder only: a predictor with choices (auto) codes every GOP with its first, without a trial:
+  // the quick chunks of short sequences before their group is tried (compressor/encoder.cpp).
+  bool first_choice_only = false;
   // Encoder only: a GOP's pixels through zstd (a pixel chunk, codecs/quantize/pixel_frames.hpp) where that
   // is smaller than its predictive chunk.
   bool pixel_chunks = true;

@@ -219,6 +219,40 @@ TEST_CASE("groups coded beside the GOPs after them leave the archive the same fo
   }
 }
 
+TEST_CASE("where a group loses, its members are coded in full: the archive of groups off, byte for byte", "[group]") {
+  // Short noisy gradients (camera-like): LZMA on their pixels loses to their predictive chunks.
+  // Lossless members are first coded quickly, the group measured against those chunks; where it
+  // loses, each member's chunk must be its full coding's, as with groups off.
+  constexpr std::size_t kNoisy = 12, kSide = 32;
+  std::mt19937 rng(21);
+  std::normal_distribution<double> noise(0.0, 4.0);
+  std::vector<std::uint8_t> pixels(kNoisy * kFrames * kSide * kSide);
+  for (std::size_t n = 0; n < kNoisy; ++n) {
+    const double gx = 2.0 + double(rng() % 3), gy = 1.0 + double(rng() % 3);
+    for (std::size_t t = 0; t < kFrames; ++t)
+      for (std::size_t y = 0; y < kSide; ++y)
+        for (std::size_t x = 0; x < kSide; ++x)
+          pixels[((n * kFrames + t) * kSide + y) * kSide + x] =
+              std::uint8_t(std::clamp(40.0 + gx * double(x + t) + gy * double(y) + noise(rng), 0.0, 255.0));
+  }
+  const TempDir dir("tezip-group-loses");
+  const auto input = dir / "noisy.npy";
+  write_npy(input, {kNoisy, kFrames, kSide, kSide}, pixels);
+  const auto bytes_of = [&](std::uint64_t group_bytes) {
+    CompressOptions o;
+    o.source.npy_layout = NpyLayout::NTHW;
+    o.group_bytes = group_bytes;
+    o.threads = 2;
+    const auto path = dir / ("groups-" + std::to_string(group_bytes) + ".tzp");
+    compress(input, path, o);
+    CHECK(grouped_chunks(ArchiveDecoder(path).index()) == 0);
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(in), {});
+  };
+  const auto with_groups = bytes_of(64 << 10);
+  CHECK(with_groups == bytes_of(0));
+}
+
 TEST_CASE("a damaged group or member chunk is reported by the members that need it", "[group]") {
   const auto& d = data();
   const auto source = d.archive(64 << 10);
