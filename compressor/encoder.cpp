@@ -26,7 +26,10 @@ namespace {
 struct PendingBatch {
   std::future<std::vector<EncodedGop>> result;
   std::vector<ChunkEntry> entries;
-  bool quick = false;  // coded with the quick settings (a short sequence, lossless)
+  bool quick = false;  // coded with the quick settings (a short sequence)
+  // The batch's frames, where they must outlive its coding: a quick batch at a bound (its frames
+  // may be coded again, and its reconstructions are not they).
+  std::shared_ptr<const std::vector<GopFrames>> frames;
 };
 
 }  // namespace
@@ -190,12 +193,14 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   // group_bytes; then a pool thread codes them as a group, and they are stored as a group where
   // that is smaller than their own chunks (a measured choice), and as they are otherwise. Chunks go
   // to the archive in order: a GOP after a group waits in `ordered` until the group is decided.
-  // Lossless, a short sequence is first coded quickly (`quick`): the group is measured against
-  // those chunks, which its members' full chunks can only undercut, and the members are coded in
-  // full only where the group loses (docs/performance.md, "Groups measured against quick chunks").
-  // A group of the lossless members' frames is the same whatever coded them.
-  const bool quick_members = options.group_bytes > 0 && options.coding.bound.mode == codecs::BoundMode::Lossless &&
+  // A short sequence is first coded quickly (`quick`): the group is measured against those
+  // chunks, and the members are coded in full only where the group loses (docs/performance.md,
+  // "Groups measured against quick chunks"). Lossless, the group's frames are the members' whatever
+  // coded them; at a bound they are the quick chunks' reconstructions, within the bound as any.
+  // Not with a learned predictor: it has no cheaper choice.
+  const bool quick_members = options.group_bytes > 0 &&
                              !(find_predictor(options.predictor) && find_predictor(options.predictor)->learned);
+  const bool lossless = options.coding.bound.mode == codecs::BoundMode::Lossless;
   CodingSettings quick = options.coding;
   quick.first_choice_only = true;  // auto: its first choice, `previous`, without the trial
   quick.coded_motion = false;
@@ -210,6 +215,7 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
     ChunkEntry entry;
     EncodedGop gop;
     bool quick = false;  // coded with `quick`: to be coded again unless the group holds it
+    GopFrames input;     // at a bound, a quick member's frames (lossless: its reconstruction)
   };
   struct GroupResult {
     std::optional<std::vector<std::uint8_t>> holder;  // the group's chunk, where it is smaller
@@ -219,7 +225,7 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   const auto code_in_full = [predictor, coding = options.coding](const FrameShape& shape, std::vector<Waiting>& members) {
     for (auto& w : members) {
       if (!w.quick) continue;
-      const GopFrames* frames = &w.gop.reconstruction;  // lossless: the input
+      const GopFrames* frames = w.input.empty() ? &w.gop.reconstruction : &w.input;
       w.gop = std::move(encode_gops(*predictor, shape, std::span(&frames, 1), coding).front());
       w.quick = false;
     }
@@ -307,7 +313,7 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
                              group_raw + raw > options.group_bytes || group_pixels + pixels > ArchiveLimits{}.max_chunk_pixels))
         close_group();
       if (is_short) {
-        group.push_back({entry, std::move(gops[g]), p.quick});
+        group.push_back({entry, std::move(gops[g]), p.quick, p.frames ? (*p.frames)[g] : GopFrames()});
         group_raw += raw, group_pixels += pixels;
       } else {
         ordered.push_back({std::make_shared<std::vector<Waiting>>(), std::nullopt});
@@ -331,6 +337,7 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
     batch_entries = {};
     // A short sequence is a batch of its own (its one GOP).
     p.quick = quick_members && p.entries.size() == 1 && short_sequence(p.entries[0]);
+    if (p.quick && !lossless) p.frames = shared;
     p.result = pool.submit([predictor, shape = batch_shape, shared, coding = p.quick ? quick : options.coding] {
       std::vector<const GopFrames*> gops;
       for (const auto& g : *shared) gops.push_back(&g);

@@ -221,8 +221,9 @@ TEST_CASE("groups coded beside the GOPs after them leave the archive the same fo
 
 TEST_CASE("where a group loses, its members are coded in full: the archive of groups off, byte for byte", "[group]") {
   // Short noisy gradients (camera-like): LZMA on their pixels loses to their predictive chunks.
-  // Lossless members are first coded quickly, the group measured against those chunks; where it
-  // loses, each member's chunk must be its full coding's, as with groups off.
+  // Members are first coded quickly, the group measured against those chunks; where it loses, each
+  // member's chunk must be its full coding's, as with groups off (at a bound too, from its frames,
+  // not from the quick chunk's reconstruction).
   constexpr std::size_t kNoisy = 12, kSide = 32;
   std::mt19937 rng(21);
   std::normal_distribution<double> noise(0.0, 4.0);
@@ -238,12 +239,14 @@ TEST_CASE("where a group loses, its members are coded in full: the archive of gr
   const TempDir dir("tezip-group-loses");
   const auto input = dir / "noisy.npy";
   write_npy(input, {kNoisy, kFrames, kSide, kSide}, pixels);
+  const bool bounded = GENERATE(false, true);
   const auto bytes_of = [&](std::uint64_t group_bytes) {
     CompressOptions o;
     o.source.npy_layout = NpyLayout::NTHW;
     o.group_bytes = group_bytes;
     o.threads = 2;
-    const auto path = dir / ("groups-" + std::to_string(group_bytes) + ".tzp");
+    if (bounded) o.coding.bound = {codecs::BoundMode::Abs, 2, 0};
+    const auto path = dir / ((bounded ? "abs2-" : "lossless-") + std::to_string(group_bytes) + ".tzp");
     compress(input, path, o);
     CHECK(grouped_chunks(ArchiveDecoder(path).index()) == 0);
     std::ifstream in(path, std::ios::binary);
