@@ -197,8 +197,8 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   // chunks, and the members are coded in full only where the group loses (docs/performance.md,
   // "Groups measured against quick chunks"). Lossless, the group's frames are the members' whatever
   // coded them; at a bound they are the quick chunks' reconstructions, within the bound as any.
-  // Not with a learned predictor: it has no cheaper choice.
-  const bool quick_members = options.group_bytes > 0 &&
+  // Not with a learned predictor (it has no cheaper choice), nor for one sequence (no group).
+  const bool quick_members = options.group_bytes > 0 && sources.size() > 1 &&
                              !(find_predictor(options.predictor) && find_predictor(options.predictor)->learned);
   const bool lossless = options.coding.bound.mode == codecs::BoundMode::Lossless;
   CodingSettings quick = options.coding;
