@@ -317,7 +317,7 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
         group_raw += raw, group_pixels += pixels;
       } else {
         ordered.push_back({std::make_shared<std::vector<Waiting>>(), std::nullopt});
-        ordered.back().members->push_back({entry, std::move(gops[g])});
+        ordered.back().members->push_back({entry, std::move(gops[g]), false, {}});
       }
     }
     drain();

@@ -505,6 +505,10 @@ namespace {
 // encode_gops with one predictor; `choice` is what the chunks record (0: the archive's predictor;
 // k: its choices()[k - 1]).
 // `rivals`: empty, or per GOP its ChunkRival (serialize).
+// The GOPs whose spatial blocks are measured again without them (encode_with's spatial retry): the
+// tables' share of a GOP's bytes is large and the frames' estimates few, the second coding cheap.
+constexpr std::uint64_t kSpatialRetrySamples = std::uint64_t{1} << 22;
+
 std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t choice, const FrameShape& shape,
                                     std::span<const GopFrames* const> gops, const CodingSettings& settings,
                                     EncodeMemo* memo = nullptr, std::span<const ChunkRival> rivals = {}) {
@@ -1113,12 +1117,16 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   // by far more: sample/vtest at abs 2, 1.6% estimated, grew 1.7% (frames taken on an estimated
   // 8% coded up to 10% larger). So a GOP whose estimated saving is under a sixteenth is measured
   // without them as well, the smaller kept; above it (cup lossless 7.7% estimated, 7.4% real;
-  // sample/vtest lossless 12.5%, 0.9%) no loss was seen and the second coding is spared. Not in
-  // auto's trial windows (twice their cost; they only rank the choices).
+  // sample/vtest lossless 12.5%, 0.9%) no loss was seen and the second coding is spared. Only in
+  // GOPs of fewer than kSpatialRetrySamples samples: on large ones the second coding was up to 45%
+  // of encoding (mbt/cube lossless, every GOP measured again) and kept 0.04% on one of 20 inputs
+  // (docs/defaults.md, "Spatial blocks measured again only in small GOPs"). Not in auto's trial
+  // windows (twice their cost; they only rank the choices).
   if (!settings.key_frame_uncoded) {
     std::vector<std::size_t> spatial_retry;
     for (std::size_t g = 0; g < gops.size(); ++g)
       if (spatial_used[g] && 16 * spatial_saving[g] < motion_estimate[g] &&
+          std::uint64_t(gops[g]->size()) * shape.size() < kSpatialRetrySamples &&
           std::find(retry.begin(), retry.end(), g) == retry.end())
         spatial_retry.push_back(g);
     CodingSettings no_spatial = settings;
