@@ -50,12 +50,16 @@ std::vector<std::uint32_t> video_residuals(int width, int height, int frames, do
   return out;
 }
 
-std::vector<std::uint32_t> round_trip(const std::vector<std::uint32_t>& symbols, std::size_t width,
-                                      const SymbolCoderOptions& options, SymbolCoderStats* stats = nullptr) {
-  const auto bytes = encode_symbols(symbols, width, options, stats);
-  std::vector<std::uint32_t> back(symbols.size());
+// The `count` symbols a stream of rows `width` wide decodes to.
+std::vector<std::uint32_t> decoded(std::span<const std::uint8_t> bytes, std::size_t width, std::size_t count) {
+  std::vector<std::uint32_t> back(count);
   decode_symbols(bytes, width, back);
   return back;
+}
+
+std::vector<std::uint32_t> round_trip(const std::vector<std::uint32_t>& symbols, std::size_t width,
+                                      const SymbolCoderOptions& options, SymbolCoderStats* stats = nullptr) {
+  return decoded(encode_symbols(symbols, width, options, stats), width, symbols.size());
 }
 
 void require_round_trip_both(const std::vector<std::uint32_t>& symbols, std::size_t width) {
@@ -166,9 +170,7 @@ TEST_CASE("where zstd wins, the stream is compressed again at the stronger level
   CHECK(escalated.zstd_bytes == both.size());
   CHECK(both.size() == std::min(nine.size(), nineteen.size()));
   CHECK(both.size() < nine.size());
-  std::vector<std::uint32_t> back(sparse.size());
-  decode_symbols(both, 0, back);
-  CHECK(back == sparse);
+  CHECK(decoded(both, 0, sparse.size()) == sparse);
   // Where rANS wins, nothing changes.
   const auto residuals = video_residuals(96, 64, 3, 2.0, 4);
   SymbolCoderStats plain;
@@ -194,9 +196,7 @@ TEST_CASE("where only rANS and zstd compete, a losing zstd pass is given up, and
   CHECK(full.zstd_bytes > bounded.rans_bytes);  // level 9 whole: it would have lost too
   CHECK(bounded.chosen == EntropyCoderKind::StripedRans);
   CHECK(a.size() == bounded.rans_bytes);
-  std::vector<std::uint32_t> back(residuals.size());
-  decode_symbols(a, 256, back);
-  CHECK(back == residuals);
+  CHECK(decoded(a, 256, residuals.size()) == residuals);
   // A stream long enough for the gate's level-6 size to be estimated from a prefix: gated the same.
   const auto long_residuals = video_residuals(512, 512, 5, 3.0, 10);
   REQUIRE(long_residuals.size() >= 4 * zstd_prefix_min);
@@ -204,9 +204,7 @@ TEST_CASE("where only rANS and zstd compete, a losing zstd pass is given up, and
   const auto d = encode_symbols(long_residuals, 512, {.zstd_level = 9, .allow_adaptive = false}, &long_stats);
   CHECK(long_stats.zstd_gated);
   CHECK(long_stats.chosen == EntropyCoderKind::StripedRans);
-  std::vector<std::uint32_t> long_back(long_residuals.size());
-  decode_symbols(d, 512, long_back);
-  CHECK(long_back == long_residuals);
+  CHECK(decoded(d, 512, long_residuals.size()) == long_residuals);
   // Where zstd wins (a pattern repeated), it is not given up.
   std::mt19937 rng(3);
   std::vector<std::uint32_t> pattern(256 * 4);
@@ -218,9 +216,7 @@ TEST_CASE("where only rANS and zstd compete, a losing zstd pass is given up, and
   CHECK_FALSE(wins.zstd_given_up);
   CHECK_FALSE(wins.zstd_gated);
   CHECK(wins.chosen == EntropyCoderKind::Zstd);
-  std::vector<std::uint32_t> again(repetitive.size());
-  decode_symbols(c, 256, again);
-  CHECK(again == repetitive);
+  CHECK(decoded(c, 256, repetitive.size()) == repetitive);
 }
 
 TEST_CASE("a rival chunk estimated smaller spares zstd's passes, and is asked for only where they would run", "[codecs]") {
@@ -258,9 +254,7 @@ TEST_CASE("a rival chunk estimated smaller spares zstd's passes, and is asked fo
   CHECK_FALSE(close_stats.zstd_stronger_tried);
   CHECK(close_stats.chosen == EntropyCoderKind::StripedRans);
   CHECK(rivalled.size() == alone.rans_bytes);
-  std::vector<std::uint32_t> back(repetitive.size());
-  decode_symbols(rivalled, 1024, back);
-  CHECK(back == repetitive);
+  CHECK(decoded(rivalled, 1024, repetitive.size()) == repetitive);
   // Noise-like residuals, where the gate gives zstd up first: the rival is never asked for.
   const auto residuals = video_residuals(512, 512, 5, 3.0, 10);
   asked = 0;
@@ -381,9 +375,7 @@ TEST_CASE("LZMA wins on repetitive data and its frames are checked", "[codecs]")
   REQUIRE(best.chosen == EntropyCoderKind::Lzma);
   CHECK(bytes.size() == best.lzma_bytes);
   CHECK(bytes.size() < plain.size());
-  std::vector<std::uint32_t> back(repetitive.size());
-  decode_symbols(bytes, 0, back);
-  CHECK(back == repetitive);
+  CHECK(decoded(bytes, 0, repetitive.size()) == repetitive);
 
   // The frame itself: sizes and dictionary are checked before anything is decoded.
   std::vector<std::uint8_t> raw(5000);
