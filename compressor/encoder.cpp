@@ -195,9 +195,9 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
   // to the archive in order: a GOP after a group waits in `ordered` until the group is decided.
   // A short sequence is first coded quickly (`quick`): the group is measured against those
   // chunks, and the members are coded in full only where the group loses (docs/performance.md,
-  // "Groups measured against quick chunks"). Lossless, the group's frames are the members' whatever
-  // coded them; at a bound they are the quick chunks' reconstructions, within the bound as any.
-  // Not with a learned predictor (it has no cheaper choice), nor for one sequence (no group).
+  // "Encoding: the losing candidates estimated, not coded"). Lossless, the group's frames are the
+  // members' whatever coded them; at a bound they are the quick chunks' reconstructions, within the
+  // bound as any. Not with a learned predictor (it has no cheaper choice), nor for one sequence.
   const bool quick_members = options.group_bytes > 0 && sources.size() > 1 &&
                              !(find_predictor(options.predictor) && find_predictor(options.predictor)->learned);
   const bool lossless = options.coding.bound.mode == codecs::BoundMode::Lossless;
@@ -282,7 +282,7 @@ CompressReport compress_sources(std::vector<std::unique_ptr<SequenceSource>> sou
     const bool tried = members.size() >= 2 && own > grouped;
     const bool any_quick = std::any_of(members.begin(), members.end(), [](const Waiting& w) { return w.quick; });
     if (tried || any_quick) {
-      item.group = pool.submit([&code_in_full, shape = shape_of(index.sequences[members[0].entry.sequence].geometry),
+      item.group = pool.submit([code_in_full, shape = shape_of(index.sequences[members[0].entry.sequence].geometry),
                                 waiting = item.members, budget = tried ? own - grouped : 0] {
         GroupResult result;
         if (budget > 0) {
