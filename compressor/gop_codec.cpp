@@ -1690,23 +1690,28 @@ std::optional<SparseCandidate> sparse_candidate(const FrameShape& shape, const G
   return candidate;
 }
 
-// A GOP's sparse candidate as the predictive chunk's rival (ChunkRival): its trial pass and the
-// estimate of its payload at the coding level, measured on the first request and kept for
-// try_sparse_chunk. None (SIZE_MAX) where the candidate might not be tried (it is only where the
+// A GOP's sparse candidate as the predictive chunk's rival (ChunkRival): the candidate, its trial
+// pass and the estimate of its payload at the coding level, each made on the first request and
+// kept for try_sparse_chunk. None (SIZE_MAX) where the candidate might not be tried (it is only where the
 // background is most of the samples), and with LZMA (--coder best).
 class SparseRival {
  public:
   SparseRival(const FrameShape& shape, const GopFrames& frames, const CodingSettings& settings)
       : shape_(shape), frames_(&frames), settings_(&settings) {}
+  // The GOP's sparse candidate (sparse_candidate), built on the first call.
+  const std::optional<SparseCandidate>& candidate() {
+    if (!built_) candidate_ = sparse_candidate(shape_, *frames_, *settings_), built_ = true;
+    return candidate_;
+  }
   std::size_t estimate() {
     if (measured_) return known_.estimate;
     measured_ = true;
     if (!settings_->pixel_chunks || settings_->lzma_coder) return SIZE_MAX;
-    const auto candidate = sparse_candidate(shape_, *frames_, *settings_);
-    if (!candidate || !candidate->background_most) return SIZE_MAX;
-    known_.trial = codecs::zstd_size_within(candidate->packed, kSparseTrialLevel, SIZE_MAX);
+    const auto& c = candidate();
+    if (!c || !c->background_most) return SIZE_MAX;
+    known_.trial = codecs::zstd_size_within(c->packed, kSparseTrialLevel, SIZE_MAX);
     const int level = std::max(settings_->zstd_level, settings_->zstd_win_level);
-    known_.estimate = codecs::zstd_estimate(candidate->packed, kSparseTrialLevel, known_.trial, level);
+    known_.estimate = codecs::zstd_estimate(c->packed, kSparseTrialLevel, known_.trial, level);
     return known_.estimate;
   }
   const PayloadTrial& measured() const { return known_; }
@@ -1715,15 +1720,16 @@ class SparseRival {
   FrameShape shape_;
   const GopFrames* frames_;
   const CodingSettings* settings_;
-  bool measured_ = false;
+  bool built_ = false, measured_ = false;
+  std::optional<SparseCandidate> candidate_;
   PayloadTrial known_;
 };
 
-// Replaces `coded` by the GOP's sparse chunk where that is smaller (`alone`: codes_frames_alone;
-// `known`: SparseRival's measures, where it took them).
+// Replaces `coded` by the GOP's sparse chunk (the one `sparse` holds, with what it measured) where
+// that is smaller (`alone`: codes_frames_alone).
 void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const CodingSettings& settings, bool alone,
-                      EncodedGop& coded, const PayloadTrial& known = {}) {
-  const auto candidate = sparse_candidate(shape, frames, settings);
+                      EncodedGop& coded, SparseRival& sparse) {
+  const auto& candidate = sparse.candidate();
   if (!candidate || !(alone || candidate->background_most)) return;
   const GopFrames& bins = candidate->binned.empty() ? frames : candidate->binned;
   const std::uint32_t width = candidate->bin_width;
@@ -1732,7 +1738,7 @@ void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const Co
     for (std::size_t t = 0; t < frames.size(); ++t)
       std::transform(bins[t].begin(), bins[t].end(), reconstruction[t].begin(),
                      [&](std::uint16_t q) { return std::uint16_t(std::min(std::uint32_t(q) * width, shape.max_value)); });
-  }, coded, known);
+  }, coded, sparse.measured());
 }
 
 // The bands of rows through all of a GOP's frames that a trial codes in place of its frames (auto's
@@ -2072,7 +2078,7 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   if (settings.pixel_chunks)
     for (std::size_t g = 0; g < gops.size(); ++g) {
       try_pixel_chunk(shape, *gops[g], settings, encoded[g]);
-      try_sparse_chunk(shape, *gops[g], settings, codes_frames_alone(predictor, encoded[g]), encoded[g], sparse[g].measured());
+      try_sparse_chunk(shape, *gops[g], settings, codes_frames_alone(predictor, encoded[g]), encoded[g], sparse[g]);
     }
   return encoded;
 }

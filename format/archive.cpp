@@ -233,11 +233,10 @@ std::vector<std::uint8_t> store_index_body(std::span<const std::uint8_t> body) {
   return codecs::compress_zstd_frame(body, kIndexLevel);
 }
 
-std::vector<std::uint8_t> load_index_body(std::span<const std::uint8_t> stored) {
+codecs::PooledBytes load_index_body(std::span<const std::uint8_t> stored) {
   try {
-    const auto body = codecs::decompress_zstd_frame(
-        stored, 0, std::min<std::size_t>(kMaxIndexBody, std::max<std::size_t>(stored.size(), 1) << 16), "archive index");
-    return std::vector<std::uint8_t>(body.begin(), body.end());
+    const std::size_t most = std::min<std::size_t>(kMaxIndexBody, std::max<std::size_t>(stored.size(), 1) << 16);
+    return codecs::decompress_zstd_frame(stored, 0, most, "archive index");
   } catch (const codecs::CodecError& e) {
     throw DataError(e.what());
   }

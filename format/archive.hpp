@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "codecs/buffer_pool.hpp"
 #include "format/frame.hpp"
 #include "format/settings.hpp"
 #include "io/temporary_files.hpp"
@@ -221,6 +222,6 @@ ArchiveIndex parse_index(std::span<const std::uint8_t> bytes, std::uint64_t chun
 // The bytes a version-4 archive stores for an index body, and the body back from them (DataError
 // when they are not one zstd frame of a plausible size).
 std::vector<std::uint8_t> store_index_body(std::span<const std::uint8_t> body);
-std::vector<std::uint8_t> load_index_body(std::span<const std::uint8_t> stored);
+codecs::PooledBytes load_index_body(std::span<const std::uint8_t> stored);  // pooled, as zstd frames decode
 
 }  // namespace tezip

@@ -98,23 +98,16 @@ std::vector<std::uint8_t> compress_lzma_frame(std::span<const std::uint8_t> byte
   return out;
 }
 
-namespace {
-
-// The decoded size a frame declares (nothing checked but that it is readable).
-std::size_t lzma_frame_size(std::span<const std::uint8_t> frame, const char* what) {
-  if (frame.empty()) throw CodecError(std::string(what) + ": empty");
-  std::size_t pos = 1;
-  return read_varint(frame, pos);
-}
-
-// Decompresses one frame into `out`, whose size must be the frame's decoded size.
-void decompress_lzma_frame(std::span<const std::uint8_t> frame, std::span<std::uint8_t> out, const char* what) {
+PooledBytes decompress_lzma_frame(std::span<const std::uint8_t> frame, std::size_t min_size, std::size_t max_size,
+                                  const char* what) {
   const std::string w = what;
   if (frame.empty()) throw CodecError(w + ": empty");
   const unsigned dict_log = frame[0];
   if (dict_log < kMinDictLog || dict_log > kMaxDictLog) throw CodecError(w + ": bad LZMA dictionary size");
   std::size_t pos = 1;
-  if (read_varint(frame, pos) != out.size()) throw CodecError(w + ": decoded size out of range");
+  const std::uint64_t size = read_varint(frame, pos);
+  if (size < min_size || size > max_size) throw CodecError(w + ": decoded size out of range");
+  PooledBytes out(size);
   lzma_options_lzma options = options_for(dict_log);
   const lzma_filter filters[] = {{LZMA_FILTER_LZMA2, &options}, {LZMA_VLI_UNKNOWN, nullptr}};
   Stream s = new_stream();
@@ -138,16 +131,6 @@ void decompress_lzma_frame(std::span<const std::uint8_t> frame, std::span<std::u
   if (r != LZMA_STREAM_END) throw CodecError(w + ": damaged or truncated LZMA stream");
   if (produced != out.size()) throw CodecError(w + ": fewer bytes than declared");
   if (s->avail_in != 0) throw CodecError(w + ": trailing bytes");
-}
-
-}  // namespace
-
-PooledBytes decompress_lzma_frame(std::span<const std::uint8_t> frame, std::size_t min_size, std::size_t max_size,
-                                  const char* what) {
-  const std::uint64_t size = lzma_frame_size(frame, what);
-  if (size < min_size || size > max_size) throw CodecError(std::string(what) + ": decoded size out of range");
-  PooledBytes out(size);
-  decompress_lzma_frame(frame, out, what);
   return out;
 }
 
