@@ -1839,7 +1839,9 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
     // kTrialPrune behind the best after a band left out of the bands after it.
     std::vector<std::uint64_t> bytes(choices.size(), 0);
     std::vector<bool> alive(choices.size(), true);
-    for (std::size_t b = 0; b < trial.size(); ++b) {
+    // Bands after the one that leaves a single choice alive decide nothing.
+    const auto decided = [&] { return std::count(alive.begin(), alive.end(), true) < 2; };
+    for (std::size_t b = 0; b < trial.size() && !decided(); ++b) {
       std::uint64_t lead = UINT64_MAX;
       for (std::size_t k = 0; k < choices.size(); ++k) {
         if (!alive[k]) continue;
