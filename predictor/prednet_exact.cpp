@@ -24,7 +24,12 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TEZIP_EXACT_X86 1
+// GCC bug 105593, as in codecs/entropy/striped_rans.cpp: silenced in the intrinsics' header only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #endif
 
 namespace tezip::exact {

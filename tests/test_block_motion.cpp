@@ -117,7 +117,7 @@ TEST_CASE("motion compensation is the displaced reference, fractions bilinear in
   // max_value 4095: the 16-bit arithmetic at its limit (16 x 4095 + 8 fits); 65535: 32 bits.
   std::mt19937 rng(5);
   for (const std::uint32_t max_value : {1000u, 4095u, 65535u})
-  for (const auto [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {8u, 8u}, {5u, 70u}, {100u, 17u}}) {
+  for (const auto& [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {8u, 8u}, {5u, 70u}, {100u, 17u}}) {
     auto reference = texture(w, h, w * h, max_value);
     for (std::size_t i = 0; i < reference.size(); i += 7) reference[i] = std::uint16_t(max_value);
     for (int trial = 0; trial < 4; ++trial) {
@@ -206,7 +206,7 @@ TEST_CASE("the motion search finds exact copies that a pattern search walks past
 
 TEST_CASE("motion fields survive their symbols, and damaged symbols are refused", "[motion]") {
   std::mt19937 rng(9);
-  for (const auto [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {8u, 8u}, {200u, 9u}}) {
+  for (const auto& [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {8u, 8u}, {200u, 9u}}) {
     // Spatial blocks' units are what the reader predicts for them: a field read back is written again the same.
     const MotionField field = read_back(random_field(w, h, rng, kMotionRange, true));
     std::vector<std::uint32_t> symbols{7};  // a foreign symbol first: reading starts at pos
@@ -253,7 +253,7 @@ TEST_CASE("vectors are predicted from the neighbours coded before them, by the c
   // (the upper-left one where the upper-right is not), a missing one zero; on the first row, the
   // left one alone.
   std::mt19937 rng(19);
-  for (const auto [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {8u, 8u}, {200u, 9u}, {24u, 40u}, {9u, 200u}}) {
+  for (const auto& [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {8u, 8u}, {200u, 9u}, {24u, 40u}, {9u, 200u}}) {
     const MotionField field = read_back(random_field(w, h, rng, kMotionRange, true));
     auto order = [&](std::int64_t x, std::int64_t y) {  // the unit's place in coding order
       return ((y / 2) * field.blocks_x() + x / 2) * 4 + (y % 2) * 2 + x % 2;
@@ -489,7 +489,7 @@ TEST_CASE("the motion search and compensation give the same results on every ker
   if (!simd_supported(SimdPath::avx2)) SUCCEED("no AVX2 on this CPU: only the portable path runs");
   std::mt19937 rng(17);
   for (const std::uint32_t max_value : {255u, 65535u})
-    for (const auto [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {100u, 17u}}) {
+    for (const auto& [w, h] : {std::pair{64u, 48u}, {37u, 29u}, {100u, 17u}}) {
       const auto reference = texture(w, h, w + h, max_value);
       auto plane = texture(w, h, w + h, max_value);
       // The plane: the reference moved by a fraction of a pixel, with noise.
@@ -589,7 +589,7 @@ TEST_CASE("spatial blocks are chosen alike on every SIMD path", "[motion][simd]"
   std::size_t configurations_with_spatial_blocks = 0;
   for (const std::uint32_t max_value : {255u, 65535u}) {
     for (const std::uint32_t tolerance : {0u, 2u}) {
-      for (const auto [w, h] : {std::pair{96u, 64u}, std::pair{70u, 45u}}) {
+      for (const auto& [w, h] : {std::pair{96u, 64u}, std::pair{70u, 45u}}) {
         std::mt19937 rng(max_value + tolerance + w);
         const auto world = texture(w + 40, h + 20, 23);
         auto frame_at = [&](int t) {
@@ -644,7 +644,7 @@ TEST_CASE("the residual bits estimate is the table's sum on every kernel path", 
           plane[i] = std::uint16_t(d >= 0 ? d : 0);
           forecast[i] = std::uint16_t(d >= 0 ? 0 : -d);
         }
-        for (const auto [x, w] : {std::pair{0u, 16u}, {16u, 16u}, {32u, 8u}, {3u, 5u}}) {
+        for (const auto& [x, w] : {std::pair{0u, 16u}, {16u, 16u}, {32u, 8u}, {3u, 5u}}) {
           for (const std::uint32_t h : {16u, 8u, 3u}) {
             std::uint64_t expected = 0;
             for (std::uint32_t y = 0; y < h; ++y)
