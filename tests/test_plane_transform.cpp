@@ -27,7 +27,7 @@ TEST_CASE("plane transforms invert exactly, even on extreme values", "[codecs][t
 
 TEST_CASE("plane transforms invert on one row and on one column", "[codecs][transform]") {
   std::mt19937 rng(12);
-  for (const auto [width, height] : {std::pair<std::size_t, std::size_t>{1, 9}, {9, 1}, {1, 1}}) {
+  for (const auto& [width, height] : {std::pair<std::size_t, std::size_t>{1, 9}, {9, 1}, {1, 1}}) {
     std::vector<std::int32_t> plane(width * height);
     for (auto& v : plane) v = std::int32_t(rng());
     for (auto t : {PlaneTransform::Left, PlaneTransform::Median}) {
@@ -184,7 +184,7 @@ TEST_CASE("choose_transform's estimate is each transform's residual estimate, an
 TEST_CASE("the polyphase layout puts each 2 x 2 phase in a corner and inverts on every kernel path, any size",
           "[codecs][transform][simd]") {
   std::mt19937 rng(21);
-  for (const auto [width, height] :
+  for (const auto& [width, height] :
        {std::pair<std::size_t, std::size_t>{1, 1}, {1, 7}, {7, 1}, {2, 2}, {5, 3}, {64, 48}, {37, 23}, {33, 4}, {34, 5}}) {
     INFO(width << " x " << height);
     std::vector<std::int32_t> plane(width * height), out(plane.size()), back(plane.size());
@@ -235,7 +235,7 @@ TEST_CASE("the context estimate sees where values lie, which the order-0 estimat
 TEST_CASE("the context estimate of the polyphase layout, read in place, is the estimate of the laid-out plane",
           "[codecs][transform]") {
   std::mt19937 rng(29);
-  for (const auto [width, height] : {std::pair<std::size_t, std::size_t>{128, 96}, {37, 23}, {2, 2}, {1, 9}, {9, 1}, {64, 200}}) {
+  for (const auto& [width, height] : {std::pair<std::size_t, std::size_t>{128, 96}, {37, 23}, {2, 2}, {1, 9}, {9, 1}, {64, 200}}) {
     INFO(width << " x " << height);
     std::vector<std::int32_t> plane(width * height), poly(plane.size());
     for (std::size_t i = 0; i < plane.size(); ++i)  // smooth in one phase, noise in the others

@@ -52,7 +52,7 @@ struct SymbolCoderOptions {
   // would lose to (SIZE_MAX: none), asked for only where zstd's passes are about to run: where
   // neither the rANS stream nor the probe's estimate of zstd at its strongest level is below it,
   // they are skipped. Empty: no rival.
-  std::function<std::size_t()> rival_bytes;
+  std::function<std::size_t()> rival_bytes{};
 };
 
 struct SymbolCoderStats {
