@@ -73,8 +73,7 @@ void write_npy(const fs::path& path, const cv::Mat& m) {
 void make_dataset(const Setup& s) {
   if (fs::exists(s.dir / "data.tzp")) return;
   for (int q = 0; q < s.sequences; ++q) {
-    const std::string sequence = std::string("s").append(std::to_string(q));  // not "s" + ...: GCC 12 -Wrestrict
-    const auto png = s.dir / "png" / sequence, npy = s.dir / "npy" / sequence;
+    const auto png = s.dir / "png" / ("s" + std::to_string(q)), npy = s.dir / "npy" / ("s" + std::to_string(q));
     fs::create_directories(png);
     fs::create_directories(npy);
     for (int t = 0; t < s.frames; ++t) {
@@ -159,7 +158,7 @@ Result run_files(const Setup& s, bool png) {
     const auto& ref = order.decode[j];
     clip.clear();
     for (std::size_t k = 0; k < s.clip_len; ++k) {
-      const auto folder = s.dir / (png ? "png" : "npy") / std::string("s").append(std::to_string(ref.sequence));
+      const auto folder = s.dir / (png ? "png" : "npy") / ("s" + std::to_string(ref.sequence));
       const auto name = frame_name(int(ref.start + k));
       if (png) {
         const cv::Mat m = cv::imread((folder / (name + ".png")).string(), cv::IMREAD_UNCHANGED);

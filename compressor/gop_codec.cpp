@@ -1726,9 +1726,10 @@ class SparseRival {
 };
 
 // Replaces `coded` by the GOP's sparse chunk (the one `sparse` holds, with what it measured) where
-// that is smaller (`alone`: codes_frames_alone).
+// that is smaller (`alone`: codes_frames_alone). Takes the rival, so that its candidate (binned
+// frames, packed masks) is freed once tried rather than when the whole batch is done.
 void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const CodingSettings& settings, bool alone,
-                      EncodedGop& coded, SparseRival& sparse) {
+                      EncodedGop& coded, SparseRival sparse) {
   const auto& candidate = sparse.candidate();
   if (!candidate || !(alone || candidate->background_most)) return;
   const GopFrames& bins = candidate->binned.empty() ? frames : candidate->binned;
@@ -2080,7 +2081,8 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   if (settings.pixel_chunks)
     for (std::size_t g = 0; g < gops.size(); ++g) {
       try_pixel_chunk(shape, *gops[g], settings, encoded[g]);
-      try_sparse_chunk(shape, *gops[g], settings, codes_frames_alone(predictor, encoded[g]), encoded[g], sparse[g]);
+      try_sparse_chunk(shape, *gops[g], settings, codes_frames_alone(predictor, encoded[g]), encoded[g],
+                       std::move(sparse[g]));
     }
   return encoded;
 }

@@ -25,10 +25,9 @@ FileFormat parse_file_format(const std::string& text) {
 
 std::string to_string(const FileFormat& f) {
   std::string out = f.container;
-  // Appended piece by piece: `":" + std::to_string(n)` trips GCC 12's -Wrestrict false positive.
-  if (f.maxval) out.append(":").append(std::to_string(f.maxval));
+  if (f.maxval) out += ":" + std::to_string(f.maxval);
   if (f.plain) out += ":a";
-  if (f.bits) out.append(":").append(std::to_string(f.bits));
+  if (f.bits) out += ":" + std::to_string(f.bits);
   if (f.palette) out += ":p";
   return out;
 }

@@ -28,11 +28,9 @@ std::vector<PredNetOptions::Parameter> PredNetOptions::parameters() const {
   };
   for (int l = 0; l < layers(); ++l) {
     const int up = l + 1 < layers() ? r(l + 1) : 0;
-    // The layer's number as an lvalue: GCC 12 warns (-Wrestrict, a false positive) on "a" + a temporary.
-    const std::string n = std::to_string(l);
-    conv("lstm" + n, 2 * a_channels[l] + r(l) + up, 4 * r(l));
-    conv("ahat" + n, r(l), a_channels[l]);
-    if (l > 0) conv("a" + n, 2 * a_channels[l - 1], a_channels[l]);
+    conv("lstm" + std::to_string(l), 2 * a_channels[l] + r(l) + up, 4 * r(l));
+    conv("ahat" + std::to_string(l), r(l), a_channels[l]);
+    if (l > 0) conv("a" + std::to_string(l), 2 * a_channels[l - 1], a_channels[l]);
   }
   return list;
 }

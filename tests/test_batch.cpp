@@ -172,8 +172,7 @@ bool same_pixels(const cv::Mat& a, const cv::Mat& b) {
 
 TEST_CASE("plan: every sequence in exactly one shard, balanced, the same for any worker count", "[batch]") {
   std::vector<SequenceSize> sizes;
-  for (int i = 0; i < 23; ++i)
-    sizes.push_back({std::string("s").append(std::to_string(i)), 10, std::uint64_t(1000 + (i * 7919) % 5000)});
+  for (int i = 0; i < 23; ++i) sizes.push_back({"s" + std::to_string(i), 10, std::uint64_t(1000 + (i * 7919) % 5000)});
   std::uint64_t total = 0;
   for (const auto& s : sizes) total += s.raw_bytes;
   const auto plan = plan_batch(sizes, total / 5, 3);
@@ -182,7 +181,7 @@ TEST_CASE("plan: every sequence in exactly one shard, balanced, the same for any
   std::uint64_t lightest = ~std::uint64_t(0), heaviest = 0;
   for (std::size_t i = 0; i < plan.shards.size(); ++i) {
     const auto& s = plan.shards[i];
-    CHECK(s.file == std::string("shard-0000").append(std::to_string(i)).append(".tzp"));
+    CHECK(s.file == "shard-0000" + std::to_string(i) + ".tzp");
     CHECK(std::is_sorted(s.sequences.begin(), s.sequences.end()));
     for (const auto q : s.sequences) ++seen[q];
     lightest = std::min(lightest, s.raw_bytes);

@@ -136,8 +136,7 @@ TEST_CASE("folder sources read every lossless format exactly", "[source]") {
     std::vector<cv::Mat> images;
     for (int i : {10, 2, 1}) {
       images.push_back(pattern(13, 7, c.channels, c.depth, i));
-      const std::string file = std::string("f").append(std::to_string(i)).append(".").append(c.ext);
-      REQUIRE(cv::imwrite((dir.path() / file).string(), images.back()));
+      REQUIRE(cv::imwrite((dir.path() / ("f" + std::to_string(i) + "." + c.ext)).string(), images.back()));
     }
     write_bytes(dir.path() / "notes.txt", "not an image");
     write_bytes(dir.path() / ".hidden.png", "ignored");

@@ -16,14 +16,13 @@ torch::nn::Conv2d conv(int in, int out, int kernel) {
 PredNetImpl::PredNetImpl(PredNetOptions options) : options_(std::move(options)) {
   options_.validate();
   const int layers = options_.layers();
-  // Appended, not `"a" + std::to_string(l)`: GCC 12's -Wrestrict / -Wstringop-overflow false positives.
-  const auto name = [](const char* prefix, int l) { return std::string(prefix).append(std::to_string(l)); };
   for (int l = 0; l < layers; ++l) {
     const int inputs = 2 * options_.a_channels[l] + options_.r(l) + (l + 1 < layers ? options_.r(l + 1) : 0);
-    lstm.push_back(register_module(name("lstm", l), conv(inputs, 4 * options_.r(l), options_.kernel)));
-    ahat.push_back(register_module(name("ahat", l), conv(options_.r(l), options_.a_channels[l], options_.kernel)));
+    const std::string n = std::to_string(l);
+    lstm.push_back(register_module("lstm" + n, conv(inputs, 4 * options_.r(l), options_.kernel)));
+    ahat.push_back(register_module("ahat" + n, conv(options_.r(l), options_.a_channels[l], options_.kernel)));
     if (l > 0)
-      a.push_back(register_module(name("a", l), conv(2 * options_.a_channels[l - 1], options_.a_channels[l], options_.kernel)));
+      a.push_back(register_module("a" + n, conv(2 * options_.a_channels[l - 1], options_.a_channels[l], options_.kernel)));
     else
       a.emplace_back(nullptr);
   }

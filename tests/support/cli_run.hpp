@@ -18,8 +18,7 @@ struct Run {
   std::string output;  // stdout and stderr together
 };
 
-// Appended piece by piece, here and below: `"'" + s` trips GCC 12's -Wrestrict false positive.
-inline std::string quote(const std::filesystem::path& p) { return std::string("'").append(p.string()).append("'"); }
+inline std::string quote(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
 
 // The binary under test: TEZIP_BINARY, or $TEZIP_TEST_BINARY when set (to run these tests against
 // another build, e.g. to see a new test fail on the old code). Such a build may destroy what its
@@ -44,9 +43,7 @@ inline Run tezip_cli(const std::string& args, const std::string& env = "") {
 }
 
 // tezip run in the folder `dir`, as a user who has cd'ed there.
-inline Run tezip_cli_in(const std::filesystem::path& dir, const std::string& args) {
-  return tezip_cli(args, std::string("cd ").append(quote(dir)).append(" &&"));
-}
+inline Run tezip_cli_in(const std::filesystem::path& dir, const std::string& args) { return tezip_cli(args, "cd " + quote(dir) + " &&"); }
 
 inline std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
