@@ -177,7 +177,9 @@ QuantizerKind default_quantizer(codecs::BoundMode mode) {
 void add_coding_options(cxxopts::Options& options) {
   options.add_options()("mode", "lossless, abs, rel, absrel or pwrel", cxxopts::value<std::string>()->default_value("lossless"))(
       "bound", "E (abs), R (rel, pwrel) or E,R (absrel)", cxxopts::value<std::string>()->default_value(""))(
-      "predictor", "auto (per GOP: previous, intra or linear, measured), intra, previous, linear, motion or prednet", cxxopts::value<std::string>()->default_value("auto"))(
+      "predictor",
+      "auto (per GOP, measured: previous, intra, linear or bidirectional), intra, previous, linear, motion, bidirectional or prednet",
+      cxxopts::value<std::string>()->default_value("auto"))(
       "model", "prednet: the model file (default: models/prednet-small.tzm)", cxxopts::value<std::string>())(
       "arithmetic", "prednet: exact (integer, decodes bit for bit on any machine) or float32 (libtorch; decodes only where the CPU kernels match)",
       cxxopts::value<std::string>()->default_value("exact"))(

@@ -199,7 +199,7 @@ EncodeMemo::Key chunk_key(const GopSymbols& g, const FrameShape& shape, const Co
   h.value(shape.width).value(shape.height).value(shape.channels).value(std::uint8_t(settings.quantizer));
   h.value(settings.zstd_level).value(settings.zstd_win_level).value(settings.zstd_win_margin);
   h.value(settings.rans_coder).value(settings.adaptive_coder).value(settings.lzma_coder).value(settings.side_classes);
-  h.value(settings.measured_motion_channel);
+  h.value(settings.measured_motion_channel).value(settings.measured_residual_prices);
   h.value(std::uint64_t(g.planes.size())).add(std::span<const std::uint8_t>(g.channel_plans));
   for (const auto& frame : g.planes) {
     h.value(std::uint64_t(frame.size()));
@@ -380,6 +380,7 @@ void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span
 
 constexpr std::size_t kNoFrame = SIZE_MAX;
 constexpr std::uint32_t kChannelUnknown = UINT32_MAX;  // a GOP's searching channel, not measured yet
+constexpr std::uint8_t kPricesUnknown = 0xff;  // a GOP's residual prices (codecs::ResidualPrices), not measured yet
 // Rows a plane's decoding carries through its per-pixel passes together (docs/performance.md).
 constexpr std::size_t kRowsPerPass = 16;
 
@@ -702,6 +703,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   std::vector<std::uint16_t> cost_recon(cost_current.size());
   std::vector<std::uint16_t> cost_literals;
   std::vector<std::uint32_t> search_channel(gops.size(), kChannelUnknown);
+  std::vector<std::uint8_t> search_prices(gops.size(), kPricesUnknown), far_prices(gops.size(), kPricesUnknown);
   auto choose_motion = [&](std::size_t g, std::size_t t, const std::uint16_t* frame, const std::uint16_t* frame_forecast,
                            std::span<const std::uint16_t> forecast0, std::uint32_t tolerance0) {
     motion_symbols.clear();
@@ -755,12 +757,19 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     // candidates from `candidates` (through the memo), residuals estimated with c's tolerance.
     std::uint32_t c = 0;  // the searching channel
     std::uint32_t tolerance_c = tolerance0;
-    auto search = [&](std::span<const std::uint16_t> reference_plane, const codecs::MotionField& candidates) {
+    // The GOP's residual prices where measured, else the measured ones (settings.measured_residual_prices).
+    const auto gop_prices = [&] {
+      if (!settings.measured_residual_prices) return codecs::ResidualPrices::table;
+      return search_prices[g] == kPricesUnknown ? codecs::ResidualPrices::measured : codecs::ResidualPrices(search_prices[g]);
+    };
+    auto search = [&](std::span<const std::uint16_t> reference_plane, const codecs::MotionField& candidates,
+                      codecs::ResidualPrices prices) {
       const std::span<const std::uint16_t> plane = channel(frame, c);
       EncodeMemo::Key key{};
       if (memo) {
         EncodeMemo::Hasher h;
         h.add(plane).add(reference_plane).value(shape.width).value(shape.max_value).value(uniform ? tolerance_c : UINT32_MAX);
+        h.value(std::uint8_t(prices));
         h.value(candidates.width).value(candidates.height).add(std::span<const codecs::MotionVector>(candidates.units));
         h.add(std::span<const std::uint8_t>(candidates.modes));
         key = h.key();
@@ -768,7 +777,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       }
       codecs::MotionSearch found = codecs::search_motion(plane, reference_plane, shape.width,
                                                          candidates.units.empty() ? nullptr : &candidates,
-                                                         uniform ? &residual_bits : nullptr, shape.max_value);
+                                                         uniform ? &residual_bits : nullptr, shape.max_value,
+                                                         codecs::simd_path(), prices);
       if (memo) memo->keep(key, found);
       return found;
     };
@@ -792,7 +802,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       std::uint64_t best = UINT64_MAX, worst = 0;
       for (std::uint32_t k = 0; measure && k < shape.channels; ++k) {
         use_channel(k);
-        codecs::MotionSearch trial = search(channel(previous_frame, k), hint);
+        codecs::MotionSearch trial = search(channel(previous_frame, k), hint, gop_prices());
         compensate_all(trial.field, spatial_compensated);
         std::vector<std::uint32_t> symbols;
         codecs::append_motion_symbols(trial.field, symbols);
@@ -804,7 +814,24 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     }
     use_channel(searching);
     const std::span<const std::uint16_t> plane = channel(frame, c), near_plane = channel(previous_frame, c);
-    codecs::MotionSearch found = kept ? std::move(*kept) : search(near_plane, hint);
+    codecs::MotionSearch found = kept ? std::move(*kept) : search(near_plane, hint, gop_prices());
+    // The GOP's prices, measured at its first frame with motion as its channel is: the field found
+    // by the other prices too, and the frame's estimate with each; a frame where both estimate the
+    // same (a repeated frame) decides nothing. (The uniform table decides better on mire2, the
+    // measured prices on camera clips and film: docs/defaults.md, "Measured residual prices".)
+    if (uniform && settings.measured_residual_prices && search_prices[g] == kPricesUnknown) {
+      codecs::MotionSearch other = search(near_plane, hint, codecs::ResidualPrices::table);
+      std::uint64_t cost[2];
+      for (const auto* f : {&found, &other}) {
+        compensate_all(f->field, spatial_compensated);
+        std::vector<std::uint32_t> symbols;
+        codecs::append_motion_symbols(f->field, symbols);
+        cost[f == &other] = vector_cost_of(symbols) + cost_with(spatial_compensated);
+      }
+      if (cost[1] < cost[0]) found = std::move(other);
+      if (cost[0] != cost[1])
+        search_prices[g] = std::uint8_t(cost[1] < cost[0] ? codecs::ResidualPrices::table : codecs::ResidualPrices::measured);
+    }
     hint = std::move(found.field);
     std::uint64_t forecast_sad = found.zero_sad;
     if (forecast0.data() != previous_frame) {
@@ -863,20 +890,46 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       const std::uint16_t* far_frame = encoded[g].reconstruction[far].data();
       codecs::MotionField towards_far = far_field(field, t, reference[g][t], far);
       std::vector<std::uint32_t> far_symbols;
-      if (sequential) {
-        towards_far = search(channel(far_frame, c), towards_far).field;
+      // The mean of both displaced frames into `out`, and the frame's estimate with it.
+      const auto bi_cost = [&](const codecs::MotionField& f, const std::vector<std::uint32_t>& symbols,
+                               std::vector<std::uint16_t>& out) {
+        for (std::uint32_t k = 0; k < shape.channels; ++k) {
+          const auto mean = std::span<std::uint16_t>(out).subspan(k * plane_size, plane_size);
+          codecs::compensate(f, std::span<const std::uint16_t>(far_frame + k * plane_size, plane_size), mean, shape.max_value);
+          average(std::span<const std::uint16_t>(compensated).subspan(k * plane_size, plane_size), mean, mean);
+        }
+        return vector_cost + (symbols.empty() ? 0 : vector_cost_of(symbols)) +
+               frame_cost([&](std::uint32_t k) { return std::span<const std::uint16_t>(out).subspan(k * plane_size, plane_size); });
+      };
+      std::uint64_t bi = 0;
+      if (!sequential) {
+        bi = bi_cost(towards_far, far_symbols, bi_compensated);
+      } else {
+        // The far field's prices are the GOP's own too, measured as the near field's are (at the
+        // GOP's first frame with a second reference): measured prices there took mire2 at abs 2
+        // 0.4% up and colour vtest 2.4% down against the uniform table.
+        const codecs::MotionField scaled = std::move(towards_far);
+        const bool measure = uniform && settings.measured_residual_prices && far_prices[g] == kPricesUnknown;
+        const auto prices = !settings.measured_residual_prices ? codecs::ResidualPrices::table
+                            : far_prices[g] == kPricesUnknown  ? codecs::ResidualPrices::measured
+                                                               : codecs::ResidualPrices(far_prices[g]);
+        towards_far = search(channel(far_frame, c), scaled, prices).field;
         codecs::append_motion_symbols(towards_far, far_symbols);
-      }
-      for (std::uint32_t k = 0; k < shape.channels; ++k) {
-        const auto out = std::span<std::uint16_t>(bi_compensated).subspan(k * plane_size, plane_size);
-        codecs::compensate(towards_far, std::span<const std::uint16_t>(far_frame + k * plane_size, plane_size), out,
-                           shape.max_value);
-        average(std::span<const std::uint16_t>(compensated).subspan(k * plane_size, plane_size), out, out);
+        bi = bi_cost(towards_far, far_symbols, bi_compensated);
+        if (measure) {
+          codecs::MotionField other = search(channel(far_frame, c), scaled, codecs::ResidualPrices::table).field;
+          std::vector<std::uint32_t> other_symbols;
+          codecs::append_motion_symbols(other, other_symbols);
+          const std::uint64_t other_bi = bi_cost(other, other_symbols, spatial_compensated);
+          if (other_bi != bi)
+            far_prices[g] = std::uint8_t(other_bi < bi ? codecs::ResidualPrices::table : codecs::ResidualPrices::measured);
+          if (other_bi < bi) {
+            towards_far = std::move(other), far_symbols = std::move(other_symbols), bi = other_bi;
+            bi_compensated.swap(spatial_compensated);
+          }
+        }
       }
       const std::uint64_t far_vectors = far_symbols.empty() ? 0 : vector_cost_of(far_symbols);
-      const std::uint64_t bi = vector_cost + far_vectors + frame_cost([&](std::uint32_t k) {
-        return std::span<const std::uint16_t>(bi_compensated).subspan(k * plane_size, plane_size);
-      });
       if (bi < with) {
         compensated.swap(bi_compensated), with = bi;
         vector_cost += far_vectors;

@@ -50,6 +50,10 @@ struct CodingSettings {
   // gives its first frame with motion the smallest estimate, not always on channel 0
   // (compressor/gop_codec.cpp, choose_motion; the decoder reads the vectors as they are).
   bool measured_motion_channel = true;
+  // Encoder only, uniform bounds and lossless: each GOP's motion search prices residuals as its
+  // first frame with motion measures better, by the uniform table or by the residual's own shares
+  // (codecs::ResidualPrices; compressor/gop_codec.cpp, choose_motion).
+  bool measured_residual_prices = true;
   // Encoder only: a predictor with choices (auto) codes every GOP whole with each choice and keeps
   // the smallest, instead of measuring two 3-frame windows (--profile max).
   bool whole_gop_trials = false;
