@@ -43,7 +43,9 @@ inline Run tezip_cli(const std::string& args, const std::string& env = "") {
 }
 
 // tezip run in the folder `dir`, as a user who has cd'ed there.
-inline Run tezip_cli_in(const std::filesystem::path& dir, const std::string& args) { return tezip_cli(args, "cd " + quote(dir) + " &&"); }
+inline Run tezip_cli_in(const std::filesystem::path& dir, const std::string& args) {
+  return tezip_cli(args, "cd " + quote(dir) + " &&");
+}
 
 inline std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
