@@ -80,7 +80,8 @@ struct ResidualBits {
 // priced by the residual the hint's field leaves in this plane (where there is no hint, the field
 // of a first pass by the given table). Noise and quantization bins are far from the uniform
 // table's prices: on camera clips at abs 2 the measured prices code 12-17% smaller, on gray film
-// lossless 1.8%; the GOP codec measures which suits a GOP (docs/defaults.md, "Measured residual prices").
+// lossless 1.8%; the GOP codec measures which suits a GOP (docs/defaults.md, "Measured residual
+// prices for the motion search").
 enum class ResidualPrices : std::uint8_t { table, measured };
 
 // The estimated bits of the residual plane - forecast over the area (x, y, w, h) of a plane `width`
