@@ -74,6 +74,9 @@ struct ResidualBits {
   // counts (a bin the sample never met keeps a finite price).
   static ResidualBits measured(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
                                const ResidualBits& prior);
+  // The same from counts of residuals already made: counts[r + prior.offset], each r in
+  // [-offset, offset]; `total` their sum.
+  static ResidualBits measured(std::span<const std::uint32_t> counts, std::uint64_t total, const ResidualBits& prior);
 };
 
 // Which prices the search decides by: the table as given, or (ResidualBits::measured) its bins
@@ -104,7 +107,9 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
 // Marks as spatial (kSpatialBlock) the blocks of `field` whose pixels less their DC cost fewer
 // estimated bits under the median transform than their residual to `forecast` (the field's
 // compensation of `reference`), the vectors they no longer carry counted; in raster order, each
-// block judged beside the residuals of the blocks before it as they were decided. Returns how many.
+// block judged beside the residuals of the blocks before it as they were decided. The bits are
+// `bits`' bins priced by the median transform of the whole residual (ResidualBits::measured: cup
+// 0.85% smaller losslessly than by the uniform table, docs/defaults.md). Returns how many.
 // `path`: the estimate's AVX2 kernel (where the table has ResidualBits::uniform's three bytes of
 // padding) or the portable loop; the same decisions either way.
 std::size_t choose_spatial_blocks(MotionField& field, std::span<const std::uint16_t> plane,
