@@ -515,7 +515,8 @@ class AreaSearch {
       if (std::find(candidates.begin(), candidates.begin() + i, v) != candidates.begin() + i) continue;
       std::size_t stride = 0;
       const std::uint16_t* p = forecast(v, stride);
-      const double c = double(bits_of(plane_, f_.width, r_, p, stride, *bits_, path_)) + double(bits_->unit) * vector_bits(v, pred_);
+      const double c =
+          double(bits_of(plane_, f_.width, r_, p, stride, *bits_, path_)) + double(bits_->unit) * vector_bits(v, pred_);
       if (c < best) best = c, chosen = v;
     }
     if (!(chosen == best_)) best_sad_ = sad_of(chosen);
@@ -731,6 +732,16 @@ std::uint64_t area_residual_bits(std::span<const std::uint16_t> plane, std::uint
   return bits_of(plane, width, Rect{x, y, w, h}, forecast, stride, table, path);
 }
 
+namespace {
+
+// The quantization bin of residual r at `tolerance` (bins of 2 * tolerance + 1 centred on 0).
+std::int32_t residual_bin(std::int32_t r, std::uint32_t tolerance) {
+  const std::int32_t t = std::int32_t(tolerance), width = 2 * t + 1;
+  return r >= 0 ? (r + t) / width : -((t - r) / width);
+}
+
+}  // namespace
+
 ResidualBits ResidualBits::uniform(std::uint32_t max_value, std::uint32_t tolerance) {
   ResidualBits table;
   table.offset = std::int32_t(max_value);
@@ -739,11 +750,8 @@ ResidualBits ResidualBits::uniform(std::uint32_t max_value, std::uint32_t tolera
   // Three zero bytes beyond the last entry: choose_spatial_blocks' AVX2 sum reads four bytes at an
   // entry.
   table.bits.resize(2 * std::size_t(max_value) + 1 + 3);
-  const std::int64_t width = 2 * std::int64_t(tolerance) + 1;
-  for (std::int64_t r = -std::int64_t(max_value); r <= std::int64_t(max_value); ++r) {
-    const std::int64_t q = r >= 0 ? (r + tolerance) / width : -((-r + tolerance) / width);
-    table.bits[std::size_t(r + table.offset)] = std::uint8_t(value_bits(std::int32_t(q)));
-  }
+  for (std::int32_t r = -table.offset; r <= table.offset; ++r)
+    table.bits[std::size_t(r + table.offset)] = std::uint8_t(value_bits(residual_bin(r, tolerance)));
   return table;
 }
 
@@ -760,8 +768,8 @@ ResidualBits ResidualBits::measured(std::span<const std::uint32_t> counts, std::
   // larger than the uniform table with any of them.
   constexpr std::uint32_t kUnit = 4;
   constexpr double kPriorWeight = 4;
-  const std::int32_t offset = prior.offset, tolerance = std::int32_t(prior.tolerance), width = 2 * tolerance + 1;
-  const auto bin = [&](std::int32_t r) { return r >= 0 ? (r + tolerance) / width : -((tolerance - r) / width); };
+  const std::int32_t offset = prior.offset;
+  const auto bin = [&](std::int32_t r) { return residual_bin(r, prior.tolerance); };
   const std::int32_t bins = bin(offset);
   std::vector<std::uint64_t> in_bin(2 * std::size_t(bins) + 1, 0);
   for (std::int32_t r = -offset; r <= offset; ++r) in_bin[std::size_t(bin(r) + bins)] += counts[std::size_t(r + offset)];
@@ -917,7 +925,7 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
   SubpelPlanes subpel(reference, width, height, max_value, path);
   ResidualBits measured;
   if (bits && prices == ResidualPrices::measured) {
-    std::vector<std::uint16_t> forecast(plane.size());
+    std::vector<std::uint16_t, BufferAllocator<std::uint16_t>> forecast(plane.size());
     if (hint && hint->width == width && hint->height == height) {
       compensate(*hint, reference, forecast, max_value, path);
     } else {
