@@ -740,6 +740,41 @@ std::int32_t residual_bin(std::int32_t r, std::uint32_t tolerance) {
   return r >= 0 ? (r + t) / width : -((t - r) / width);
 }
 
+// Counts of values in [0, bins). Where the bins are few the counts are kept in four copies, each
+// value going to the next copy in turn: on a residual that repeats one value, four increments of
+// one counter in a row each wait on the store before them.
+class Histogram {
+ public:
+  explicit Histogram(std::size_t bins) : bins_(bins), copies_(bins <= 4096 ? 4 : 1), counts_(copies_ * bins, 0) {}
+
+  // Counts value(i) for i in [0, n).
+  template <class Value>
+  void add(std::size_t n, Value value) {
+    std::size_t i = 0;
+    if (copies_ == 4) {
+      std::uint32_t* c = counts_.data();
+      for (; i + 4 <= n; i += 4) {
+        ++c[value(i)];
+        ++c[bins_ + value(i + 1)];
+        ++c[2 * bins_ + value(i + 2)];
+        ++c[3 * bins_ + value(i + 3)];
+      }
+    }
+    for (; i < n; ++i) ++counts_[value(i)];
+  }
+
+  std::vector<std::uint32_t> total() const {
+    std::vector<std::uint32_t> sum(counts_.begin(), counts_.begin() + std::ptrdiff_t(bins_));
+    for (std::size_t k = 1; k < copies_; ++k)
+      for (std::size_t b = 0; b < bins_; ++b) sum[b] += counts_[k * bins_ + b];
+    return sum;
+  }
+
+ private:
+  std::size_t bins_, copies_;
+  std::vector<std::uint32_t> counts_;
+};
+
 }  // namespace
 
 ResidualBits ResidualBits::uniform(std::uint32_t max_value, std::uint32_t tolerance) {
@@ -757,9 +792,12 @@ ResidualBits ResidualBits::uniform(std::uint32_t max_value, std::uint32_t tolera
 
 ResidualBits ResidualBits::measured(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
                                    const ResidualBits& prior) {
-  std::vector<std::uint32_t> counts(2 * std::size_t(prior.offset) + 1, 0);
-  for (std::size_t i = 0; i < plane.size(); ++i) ++counts[std::size_t(std::int32_t(plane[i]) - forecast[i] + prior.offset)];
-  return measured(counts, plane.size(), prior);
+  Histogram counts(2 * std::size_t(prior.offset) + 1);
+  const std::uint16_t* p = plane.data();
+  const std::uint16_t* q = forecast.data();
+  const std::int32_t offset = prior.offset;
+  counts.add(plane.size(), [&](std::size_t i) { return std::uint32_t(std::int32_t(p[i]) - q[i] + offset); });
+  return measured(counts.total(), plane.size(), prior);
 }
 
 ResidualBits ResidualBits::measured(std::span<const std::uint32_t> counts, std::uint64_t total, const ResidualBits& prior) {
@@ -991,6 +1029,24 @@ namespace {
   return sum;
 }
 
+// The median transform's clamped residual over columns [x0, x1) of a row below the first, x0 >= 1,
+// shifted by `reach` into [0, 2 reach]: the bins choose_spatial_blocks counts.
+[[gnu::target("avx2")]] void median_bins_row_avx2(const std::int32_t* row, const std::int32_t* up, std::uint32_t x0,
+                                                  std::uint32_t x1, std::int32_t reach, std::uint32_t* out) {
+  const __m256i low = _mm256_set1_epi32(-reach), high = _mm256_set1_epi32(reach);
+  std::uint32_t x = x0;
+  for (; x + 8 <= x1; x += 8) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x));
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x - 1));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x - 1));
+    const __m256i m = wavefront_avx2::median8(a, b, c);
+    const __m256i d = _mm256_min_epi32(_mm256_max_epi32(_mm256_sub_epi32(v, m), low), high);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x), _mm256_add_epi32(d, high));
+  }
+  for (; x < x1; ++x) out[x] = std::uint32_t(std::clamp(row[x] - med_clamped(row[x - 1], up[x], up[x - 1]), -reach, reach) + reach);
+}
+
 }  // namespace
 #endif
 
@@ -1000,7 +1056,7 @@ std::size_t choose_spatial_blocks(MotionField& f, std::span<const std::uint16_t>
   const std::size_t size = std::size_t(f.width) * f.height;
   if (plane.size() != size || reference.size() != size || forecast.size() != size || table.bits.empty()) return 0;
   // The residual plane as decided so far: the forecast's residual, x - DC in the spatial blocks.
-  std::vector<std::int32_t> w(size);
+  std::vector<std::int32_t, BufferAllocator<std::int32_t>> w(size);
   for (std::size_t i = 0; i < size; ++i) w[i] = std::int32_t(plane[i]) - std::int32_t(forecast[i]);
   const std::int32_t reach = table.offset;
   const std::size_t width = f.width;
@@ -1011,18 +1067,29 @@ std::size_t choose_spatial_blocks(MotionField& f, std::span<const std::uint16_t>
     const std::int32_t* up = row - width;
     return y == 0 ? (x > 0 ? row[x - 1] : 0) : x == 0 ? up[0] : med_clamped(row[x - 1], up[x], up[x - 1]);
   };
-  // The table's bins priced by the median transform of the whole residual.
-  std::vector<std::uint32_t> counts(2 * std::size_t(reach) + 1, 0);
-  for (std::size_t y = 0; y < f.height; ++y)
-    for (std::size_t x = 0; x < width; ++x)
-      ++counts[std::size_t(std::clamp<std::int64_t>(w[y * width + x] - median_of(y, x), -reach, reach) + reach)];
-  const ResidualBits prices = ResidualBits::measured(counts, size, table);
-  const std::uint8_t* bits = prices.bits.data() + reach;
 #ifdef TEZIP_HAVE_AVX2_MOTION
-  const bool simd = path >= SimdPath::avx2 && prices.bits.size() >= 2 * std::size_t(reach) + 4;
+  const bool simd = path >= SimdPath::avx2 && table.bits.size() >= 2 * std::size_t(reach) + 4;
 #else
   (void)path;
 #endif
+  // The table's bins priced by the median transform of the whole residual, counted a row at a time.
+  Histogram counts(2 * std::size_t(reach) + 1);
+  std::vector<std::uint32_t> row_bins(width);
+  for (std::size_t y = 0; y < f.height; ++y) {
+    std::size_t x0 = 0;
+#ifdef TEZIP_HAVE_AVX2_MOTION
+    if (simd && y > 0 && width > 1) {
+      row_bins[0] = std::uint32_t(std::clamp<std::int64_t>(w[y * width] - median_of(y, 0), -reach, reach) + reach);
+      median_bins_row_avx2(w.data() + y * width, w.data() + (y - 1) * width, 1, std::uint32_t(width), reach, row_bins.data());
+      x0 = width;
+    }
+#endif
+    for (std::size_t x = x0; x < width; ++x)
+      row_bins[x] = std::uint32_t(std::clamp<std::int64_t>(w[y * width + x] - median_of(y, x), -reach, reach) + reach);
+    counts.add(width, [&](std::size_t x) { return row_bins[x]; });
+  }
+  const ResidualBits prices = ResidualBits::measured(counts.total(), size, table);
+  const std::uint8_t* bits = prices.bits.data() + reach;
   // The estimated bits of the block's values under the median transform.
   auto median_bits = [&](const Rect& r) {
     std::uint64_t sum = 0;
