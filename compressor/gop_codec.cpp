@@ -48,8 +48,9 @@ using codecs::PlaneTransform;
 // frame's motion symbols that older readers would misread; 11: side classes of the forecast in the
 // striped rANS coder's contexts (codecs/entropy/striped_rans.hpp), which older readers refuse as bad options;
 // 12: a flags symbol in every frame's motion symbols (kMotionFlagsVersion, below); 13: planes'
-// symbols in the polyphase layout (kPolyphaseFlag), written only by chunks that have such planes.
-constexpr std::uint8_t kChunkVersion = 13;
+// symbols in the polyphase layout (kPolyphaseFlag), written only by chunks that have such planes; 14:
+// planes in the gradient transform (PlaneTransform::Gradient), the same.
+constexpr std::uint8_t kChunkVersion = 14;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
@@ -68,6 +69,7 @@ constexpr std::uint8_t kMotionFlag = 0x40;
 // (codecs/transform/polyphase.hpp), and its side classes with them; older readers refuse the mode as unknown.
 constexpr std::uint8_t kPolyphaseFlag = 0x80;
 constexpr std::uint8_t kPolyphaseVersion = 13;
+constexpr std::uint8_t kGradientVersion = 14;
 // The layout is taken where the contexts' estimate of it is below this times the raster order's.
 // The estimate reads a quarter of the rows: where the layout changes nothing it still differs by
 // a few percent from one to the other (ViSP's mbt/cube, a gray camera, its key frames: 0.97-1.00,
@@ -259,12 +261,15 @@ using ChunkRival = std::function<std::size_t()>;
 std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, const CodingSettings& settings,
                                     std::uint8_t choice, ChunkStats& stats, const ChunkRival& rival = {}) {
   ByteWriter out;
-  // The version a reader needs: 13 only where a plane takes the polyphase layout, so that chunks
-  // without it stay readable by readers of version 12.
-  const bool polyphase = std::any_of(g.planes.begin(), g.planes.end(), [](const std::vector<PlaneRecord>& frame) {
-    return std::any_of(frame.begin(), frame.end(), [](const PlaneRecord& p) { return (p.mode & kPolyphaseFlag) != 0; });
-  });
-  out.u8(polyphase ? kPolyphaseVersion : kPolyphaseVersion - 1);
+  // The version a reader needs: 14 only where a plane takes the gradient transform, 13 where one
+  // takes the polyphase layout, so that chunks without them stay readable by older readers.
+  const auto any_plane = [&](auto&& has) {
+    return std::any_of(g.planes.begin(), g.planes.end(),
+                       [&](const std::vector<PlaneRecord>& frame) { return std::any_of(frame.begin(), frame.end(), has); });
+  };
+  const bool gradient = any_plane([](const PlaneRecord& p) { return (p.mode & ~kModeFlags) == std::uint8_t(PlaneTransform::Gradient); });
+  const bool polyphase = any_plane([](const PlaneRecord& p) { return (p.mode & kPolyphaseFlag) != 0; });
+  out.u8(gradient ? kGradientVersion : polyphase ? kPolyphaseVersion : kPolyphaseVersion - 1);
   out.u8(std::uint8_t(settings.quantizer));
   out.u8(choice);
   out.varint(g.planes.size());
@@ -1236,7 +1241,11 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         plane.tolerance = std::uint32_t(in.varint(shape.max_value, "tolerance"));
         plane.mode = in.u8();
         const std::uint8_t base = plane.mode & ~kModeFlags;
-        if (base > kIntraPlane) in.fail("unknown plane mode");
+        if (base == std::uint8_t(PlaneTransform::Gradient)) {
+          if (version < kGradientVersion) in.fail("gradient transform in a chunk before version 14");
+        } else if (base > kIntraPlane) {
+          in.fail("unknown plane mode");
+        }
         if ((plane.mode & kPolyphaseFlag) && version < kPolyphaseVersion) in.fail("polyphase layout in a chunk before version 13");
         const std::size_t c = std::size_t(&plane - s.planes[t].data());
         if ((plane.mode & kChannelDeltaFlag) && (version < 3 || version >= 6 || c == 0))

@@ -65,7 +65,7 @@ struct ColourHeader {
 ColourHeader read_colour_header(std::span<const std::uint8_t> chunk) {
   ByteReader in(chunk, "chunk");
   const std::uint8_t version = in.u8();
-  REQUIRE((version == 12 || version == 13));  // chunk version (13: with planes in the polyphase layout)
+  REQUIRE((version >= 12 && version <= 14));  // chunk version (13: planes in the polyphase layout; 14: in the gradient transform)
   in.u8();  // quantizer
   in.u8();  // predictor choice
   ColourHeader h;
@@ -249,6 +249,44 @@ TEST_CASE("a chunk decoded with other settings or counts is refused", "[gop]") {
   interval.quantizer = QuantizerKind::Interval;
   const std::size_t counts[] = {3};
   CHECK_THROWS(decode_gops(*predictor, shape, chunks, counts, interval));
+}
+
+TEST_CASE("a smooth field's residual planes take the gradient transform (chunk version 14), decode exactly, and are refused before it",
+          "[gop][transform]") {
+  // A simulated field: waves of 16-bit values drifting across the frame, smooth in space and time,
+  // so that what the previous frame leaves bends, where the median transform's clamp is not exact.
+  const FrameShape shape{64, 48, 1, 65535};
+  GopFrames frames;
+  for (int t = 0; t < 6; ++t) {
+    std::vector<std::uint16_t> f(std::size_t(shape.width) * shape.height);
+    for (std::uint32_t y = 0; y < shape.height; ++y)
+      for (std::uint32_t x = 0; x < shape.width; ++x)
+        f[y * shape.width + x] = std::uint16_t(std::lround(
+            32000 + 12000 * std::sin(0.09 * x + 0.05 * y + 0.4 * t) * std::cos(0.07 * y - 0.03 * x - 0.25 * t)));
+    frames.emplace_back(f.begin(), f.end());
+  }
+  const auto predictor = make_classical_predictor("previous");
+  for (const auto& bound : {ErrorBound{BoundMode::Lossless, 0, 0}, ErrorBound{BoundMode::Abs, 2, 0}}) {
+    INFO(codecs::describe(bound));
+    CodingSettings settings;
+    settings.bound = bound;
+    settings.pixel_chunks = false;
+    const GopFrames* gops[] = {&frames};
+    auto encoded = encode_gops(*predictor, shape, gops, settings);
+    REQUIRE(encoded[0].bytes[0] == 14);
+    const std::span<const std::uint8_t> chunks[] = {encoded[0].bytes};
+    const std::size_t counts[] = {frames.size()};
+    const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
+    REQUIRE(decoded[0] == encoded[0].reconstruction);
+    check_bound(bound, shape, frames, decoded[0]);
+    // A reader of version 13 had no such plane mode: the chunk says it is newer, and one that
+    // claims 13 is refused.
+    std::vector<std::uint8_t> older = encoded[0].bytes;
+    older[0] = 13;
+    const std::span<const std::uint8_t> older_chunks[] = {older};
+    CHECK_THROWS_WITH(decode_gops(*predictor, shape, older_chunks, counts, settings),
+                      Catch::Contains("gradient transform in a chunk before version 14"));
+  }
 }
 
 TEST_CASE("classical predictors forecast what they promise", "[predictor]") {

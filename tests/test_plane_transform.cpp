@@ -17,7 +17,7 @@ TEST_CASE("plane transforms invert exactly, even on extreme values", "[codecs][t
   for (auto& v : plane) v = std::int32_t(rng());
   plane[5] = INT32_MIN;
   plane[6] = INT32_MAX;
-  for (auto t : {PlaneTransform::None, PlaneTransform::Left, PlaneTransform::Median}) {
+  for (auto t : {PlaneTransform::None, PlaneTransform::Left, PlaneTransform::Median, PlaneTransform::Gradient}) {
     std::vector<std::int32_t> out(plane.size());
     forward_transform(t, plane, width, out);
     inverse_transform(t, out, width);
@@ -30,7 +30,7 @@ TEST_CASE("plane transforms invert on one row and on one column", "[codecs][tran
   for (const auto& [width, height] : {std::pair<std::size_t, std::size_t>{1, 9}, {9, 1}, {1, 1}}) {
     std::vector<std::int32_t> plane(width * height);
     for (auto& v : plane) v = std::int32_t(rng());
-    for (auto t : {PlaneTransform::Left, PlaneTransform::Median}) {
+    for (auto t : {PlaneTransform::Left, PlaneTransform::Median, PlaneTransform::Gradient}) {
       std::vector<std::int32_t> out(plane.size());
       forward_transform(t, plane, width, out);
       inverse_transform(t, out, width);
@@ -54,6 +54,37 @@ TEST_CASE("choose_transform picks spatial prediction for smooth planes", "[codec
   CHECK(unzigzag(zigzag(INT32_MIN)) == INT32_MIN);
   std::vector<std::int32_t> bad(10);
   CHECK_THROWS_AS(inverse_transform(PlaneTransform::Left, bad, 3), CodecError);
+}
+
+TEST_CASE("the gradient transform leaves v - a - b + c, and is chosen on smooth curves where the median's clamp is not exact",
+          "[codecs][transform]") {
+  // A bowl with a saddle: second differences everywhere, so the median (which clamps a + b - c to
+  // [min(a, b), max(a, b)] where the surface bends) leaves more than the unclamped plane through
+  // the three neighbours.
+  const std::size_t width = 96, height = 64;
+  std::vector<std::int32_t> bowl(width * height), out(bowl.size());
+  for (std::size_t y = 0; y < height; ++y)
+    for (std::size_t x = 0; x < width; ++x) {
+      const auto dx = std::int32_t(x) - 40, dy = std::int32_t(y) - 30;
+      bowl[y * width + x] = (dx * dx + 3 * dy * dy + 2 * dx * dy) / 4;
+    }
+  forward_transform(PlaneTransform::Gradient, bowl, width, out);
+  for (std::size_t y = 0; y < height; ++y)
+    for (std::size_t x = 0; x < width; ++x) {
+      const std::size_t i = y * width + x;
+      const std::int32_t expected = y == 0   ? bowl[i] - (x > 0 ? bowl[i - 1] : 0)
+                                    : x == 0 ? bowl[i] - bowl[i - width]
+                                             : bowl[i] - bowl[i - 1] - bowl[i - width] + bowl[i - width - 1];
+      REQUIRE(out[i] == expected);
+    }
+  const TransformChoice chosen = choose_transform(bowl, width);
+  CHECK(chosen.transform == PlaneTransform::Gradient);
+  std::vector<std::int32_t> median(bowl.size());
+  forward_transform(PlaneTransform::Median, bowl, width, median);
+  CHECK(chosen.cost * 2 < estimate_cost(median, width));
+  // A value outside the four is refused both ways.
+  CHECK_THROWS_AS(forward_transform(PlaneTransform(3), bowl, width, out), CodecError);
+  CHECK_THROWS_AS(inverse_transform(PlaneTransform(5), out, width), CodecError);
 }
 
 TEST_CASE("the median transform inverts four rows at a time on every shape", "[codecs][transform]") {
@@ -84,7 +115,7 @@ TEST_CASE("inverting a plane a few rows at a time gives the whole plane's values
   const std::size_t width = 19, height = 23;
   std::vector<std::int32_t> plane(width * height);
   for (auto& v : plane) v = std::int32_t(rng() % 41) - 20;
-  for (auto t : {PlaneTransform::Left, PlaneTransform::Median}) {
+  for (auto t : {PlaneTransform::Left, PlaneTransform::Median, PlaneTransform::Gradient}) {
     std::vector<std::int32_t> coded(plane.size());
     forward_transform(t, plane, width, coded);
     for (const std::size_t step : {1u, 3u, 4u, 8u, 23u}) {
@@ -97,7 +128,7 @@ TEST_CASE("inverting a plane a few rows at a time gives the whole plane's values
   CHECK_THROWS_AS(inverse_transform_rows(PlaneTransform::Left, small, width, 1, 3), std::invalid_argument);
 }
 
-TEST_CASE("the median and left inverses give the portable path's values on every SIMD path, for any symbols", "[codecs][transform][simd]") {
+TEST_CASE("the median, left and gradient inverses give the portable path's values on every SIMD path, for any symbols", "[codecs][transform][simd]") {
   // Arbitrary symbols (what a damaged stream holds) as well as a coded plane's: the paths must agree
   // on every input, the wrapping sums and the extremes too. Passes of 8 rows as the decoder makes
   // them, and of other sizes, so that strips start on any row.
@@ -120,7 +151,7 @@ TEST_CASE("the median and left inverses give the portable path's values on every
           forward_transform(PlaneTransform::Median, symbols, width, coded);
           symbols.swap(coded);
         }
-        for (const PlaneTransform transform : {PlaneTransform::Median, PlaneTransform::Left})
+        for (const PlaneTransform transform : {PlaneTransform::Median, PlaneTransform::Left, PlaneTransform::Gradient})
           for (const std::size_t step : {8u, 5u, 64u, 16u, 17u}) {
             std::vector<std::int32_t> portable = symbols;
             for (std::size_t y = 0; y < height; y += step)
@@ -162,7 +193,7 @@ TEST_CASE("choose_transform's estimate is each transform's residual estimate, an
           }
         }
         TransformChoice expected{PlaneTransform::None, UINT64_MAX};
-        for (const auto t : {PlaneTransform::None, PlaneTransform::Left, PlaneTransform::Median}) {
+        for (const auto t : {PlaneTransform::None, PlaneTransform::Left, PlaneTransform::Median, PlaneTransform::Gradient}) {
           std::vector<std::int32_t> residual(plane.size());
           forward_transform(t, plane, width, residual);
           if (const auto bits = estimate_cost(residual, width); bits < expected.cost) expected = {t, bits};

@@ -33,7 +33,12 @@ inline std::int32_t predict(PlaneTransform t, const std::int32_t* p, std::size_t
   if (i < width) return p[i - 1];
   if (x == 0) return p[i - width];
   if (t == PlaneTransform::Left) return p[i - 1];
+  if (t == PlaneTransform::Gradient) return wrap_sub(wrap_add(p[i - 1], p[i - width]), p[i - width - 1]);
   return med(p[i - 1], p[i - width], p[i - width - 1]);
+}
+
+bool known(PlaneTransform t) {
+  return t == PlaneTransform::None || t == PlaneTransform::Left || t == PlaneTransform::Median || t == PlaneTransform::Gradient;
 }
 
 void check_width(std::size_t size, std::size_t width) {
@@ -114,11 +119,7 @@ void forward_transform(PlaneTransform transform, std::span<const std::int32_t> p
     std::copy(plane.begin(), plane.end(), out.begin());
     return;
   }
-  if (transform != PlaneTransform::Left && transform != PlaneTransform::Median) {
-    for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1))
-      out[i] = wrap_sub(plane[i], predict(transform, plane.data(), i, x, width));
-    return;
-  }
+  if (!known(transform)) throw CodecError("unknown plane transform");
   // predict()'s cases hoisted out of the rows: every prediction reads original values, so the
   // rows' loops have no chain and the compiler vectorizes them. The median in 32 bits as the
   // decoder's AVX2 step has it: a + b - c where c lies between a and b (no wrap there), else the
@@ -138,6 +139,10 @@ void forward_transform(PlaneTransform transform, std::span<const std::int32_t> p
     dst[0] = wrap_sub(row[0], up[0]);
     if (transform == PlaneTransform::Left) {
       for (std::size_t x = 1; x < width; ++x) dst[x] = wrap_sub(row[x], row[x - 1]);
+      continue;
+    }
+    if (transform == PlaneTransform::Gradient) {
+      for (std::size_t x = 1; x < width; ++x) dst[x] = wrap_sub(wrap_sub(row[x], row[x - 1]), wrap_sub(up[x], up[x - 1]));
       continue;
     }
     for (std::size_t x = 1; x < width; ++x) {
@@ -160,12 +165,45 @@ void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> pl
                             std::size_t y_begin, std::size_t y_end, SimdPath path) {
   check_width(plane.size(), width);
   if (transform == PlaneTransform::None) return;
-  if (transform != PlaneTransform::Left && transform != PlaneTransform::Median)
-    throw CodecError("unknown plane transform");
+  if (!known(transform)) throw CodecError("unknown plane transform");
   if (y_end > plane.size() / width || y_begin > y_end) throw std::invalid_argument("inverse_transform_rows: rows outside the plane");
   // Row by row, the cases of predict() hoisted out of the loops (the decoder's hot path); the
   // same arithmetic, so the same values (tests/test_plane_transform.cpp checks it against predict()).
   std::int32_t* p = plane.data();
+  if (transform == PlaneTransform::Gradient) {
+    // v - a - b + c is (v - b) - (a - c): the row's running sums give each value less the one
+    // above (the first column's value is already that, the first row's are the values), then the
+    // row above is added. No chain runs down the rows: two rows' sums at a time as the left
+    // transform's.
+    const auto add_above = [&](std::size_t y) {
+      if (y == 0) return;
+      std::int32_t* row = p + y * width;
+      const std::int32_t* up = row - width;
+      for (std::size_t x = 0; x < width; ++x) row[x] = wrap_add(row[x], up[x]);
+    };
+    std::size_t y = y_begin;
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+    if (path >= SimdPath::avx2)
+      for (; y + 2 <= y_end; y += 2) {
+        std::int32_t* row = p + y * width;
+        std::int32_t* next = row + width;
+        const std::size_t done = prefix_sums2_avx2(row, next, width);
+        for (std::size_t x = done; x < width; ++x) row[x] = wrap_add(row[x], row[x - 1]), next[x] = wrap_add(next[x], next[x - 1]);
+        add_above(y);
+        add_above(y + 1);
+      }
+#endif
+    for (; y < y_end; ++y) {
+      std::int32_t* row = p + y * width;
+      std::size_t x = 1;
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+      if (path >= SimdPath::avx2) x = prefix_sums_avx2(row, width);
+#endif
+      for (; x < width; ++x) row[x] = wrap_add(row[x], row[x - 1]);
+      add_above(y);
+    }
+    return;
+  }
   if (transform == PlaneTransform::Left) {
     std::size_t y = y_begin;
 #ifdef TEZIP_HAVE_AVX2_WAVEFRONT
@@ -241,13 +279,15 @@ class CostEstimate {
   std::uint64_t histogram_[33] = {};
 };
 
-// The three transforms' residuals of element x > 0 of a row below the first: as it is, against
-// its left neighbour, against the median of its left, upper and upper-left neighbours.
+// The four transforms' residuals of element x > 0 of a row below the first: as it is, against
+// its left neighbour, against the median of its left, upper and upper-left neighbours, against
+// their gradient.
 struct Residuals {
-  std::int32_t none, left, median;
+  std::int32_t none, left, median, gradient;
 };
 inline Residuals residuals(const std::int32_t* row, const std::int32_t* up, std::size_t x) {
-  return {row[x], wrap_sub(row[x], row[x - 1]), wrap_sub(row[x], med_clamped(row[x - 1], up[x], up[x - 1]))};
+  const std::int32_t left = wrap_sub(row[x], row[x - 1]);
+  return {row[x], left, wrap_sub(row[x], med_clamped(row[x - 1], up[x], up[x - 1])), wrap_sub(left, wrap_sub(up[x], up[x - 1]))};
 }
 
 #ifdef TEZIP_HAVE_AVX2_WAVEFRONT
@@ -314,9 +354,9 @@ class BucketCounterAvx2 {
   int steps_ = 0;
 };
 
-// choose_transform's three histograms over columns [1, width) of a sampled row below the first.
+// choose_transform's four histograms over columns [1, width) of a sampled row below the first.
 [[gnu::target("avx2")]] void transform_histograms_avx2(const std::int32_t* row, const std::int32_t* up, std::size_t width,
-                                                       BucketCounterAvx2 (&counters)[3], CostEstimate (&cost)[3]) {
+                                                       BucketCounterAvx2 (&counters)[4], CostEstimate (&cost)[4]) {
   std::size_t x = 1;
   for (; x + 8 <= width; x += 8) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x));
@@ -324,15 +364,18 @@ class BucketCounterAvx2 {
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x));
     const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x - 1));
     const __m256i m = wavefront_avx2::median8(a, b, c);
+    const __m256i left = _mm256_sub_epi32(v, a);
     counters[0].add(v);
-    counters[1].add(_mm256_sub_epi32(v, a));
+    counters[1].add(left);
     counters[2].add(_mm256_sub_epi32(v, m));
+    counters[3].add(_mm256_sub_epi32(left, _mm256_sub_epi32(b, c)));
   }
   for (; x < width; ++x) {
     const Residuals r = residuals(row, up, x);
     cost[0].add(r.none);
     cost[1].add(r.left);
     cost[2].add(r.median);
+    cost[3].add(r.gradient);
   }
 }
 #endif
@@ -427,11 +470,14 @@ TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_
   const std::size_t row_step = cost_sample_step(height);
   // predict()'s cases hoisted out of the row loop, and two histograms a transform (even and odd
   // columns, merged) so that consecutive increments do not wait on each other: the same counts.
-  CostEstimate cost[3][2];
-  const auto add = [&](int parity, std::int32_t v, std::int32_t left, std::int32_t median) {
+  // The first row and column: the left transform's prediction, the median's and the gradient's
+  // are one value there (the left neighbour, or in the first column the one above).
+  CostEstimate cost[4][2];
+  const auto add = [&](int parity, std::int32_t v, std::int32_t left, std::int32_t edge) {
     cost[0][parity].add(v);
     cost[1][parity].add(wrap_sub(v, left));
-    cost[2][parity].add(wrap_sub(v, median));
+    cost[2][parity].add(wrap_sub(v, edge));
+    cost[3][parity].add(wrap_sub(v, edge));
   };
   if (height == 0) return {PlaneTransform::None, 0};
   const std::int32_t* first = plane.data();
@@ -439,16 +485,17 @@ TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_
   for (std::size_t x = 1; x < width; ++x) add(int(x & 1), first[x], first[x - 1], first[x - 1]);
 #ifdef TEZIP_HAVE_AVX2_WAVEFRONT
   if (path >= SimdPath::avx2) {
-    CostEstimate vector[3];
+    CostEstimate vector[4];
     {
-      BucketCounterAvx2 counters[3] = {BucketCounterAvx2(vector[0]), BucketCounterAvx2(vector[1]), BucketCounterAvx2(vector[2])};
+      BucketCounterAvx2 counters[4] = {BucketCounterAvx2(vector[0]), BucketCounterAvx2(vector[1]), BucketCounterAvx2(vector[2]),
+                                       BucketCounterAvx2(vector[3])};
       for (std::size_t y = row_step; y < height; y += row_step) {
         const std::int32_t* row = plane.data() + y * width;
         add(0, row[0], row[-std::ptrdiff_t(width)], row[-std::ptrdiff_t(width)]);
         transform_histograms_avx2(row, row - width, width, counters, vector);
       }
     }  // the counters flush
-    for (int t = 0; t < 3; ++t) cost[t][1].merge(vector[t]);
+    for (int t = 0; t < 4; ++t) cost[t][1].merge(vector[t]);
   } else
 #else
   (void)path;
@@ -463,14 +510,17 @@ TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_
         cost[0][x & 1].add(r.none);
         cost[1][x & 1].add(r.left);
         cost[2][x & 1].add(r.median);
+        cost[3][x & 1].add(r.gradient);
       }
     }
   }
   for (auto& c : cost) c[0].merge(c[1]);
-  // Ties keep the simpler transform.
+  // Ties keep the simpler transform, in this order.
+  constexpr PlaneTransform kOrder[4] = {PlaneTransform::None, PlaneTransform::Left, PlaneTransform::Median,
+                                        PlaneTransform::Gradient};
   TransformChoice best{PlaneTransform::None, cost[0][0].bits()};
-  for (int t = 1; t < 3; ++t)
-    if (const auto bits = cost[t][0].bits(); bits < best.cost) best = {PlaneTransform(t), bits};
+  for (int t = 1; t < 4; ++t)
+    if (const auto bits = cost[t][0].bits(); bits < best.cost) best = {kOrder[t], bits};
   return best;
 }
 

@@ -14,6 +14,12 @@ enum class PlaneTransform : std::uint8_t {
   None = 0,
   Left = 1,    // delta to the left neighbour (first column: to the one above)
   Median = 2,  // LOCO-I median edge detector over the symbol plane
+  // (3 is the GOP codec's mark of a plane coded spatially, in the same byte of the chunk.)
+  // The plane a + b - c of the left (a), upper (b) and upper-left (c) neighbours, unclamped: exact
+  // on a plane's linear ramps, where the median's clamp cuts smooth curves (simulated fields,
+  // waves; docs/defaults.md, "The gradient transform"). Its inverse is the left transform's running
+  // sums of each row, then the row above added.
+  Gradient = 4,
 };
 
 void forward_transform(PlaneTransform transform, std::span<const std::int32_t> plane, std::size_t width,
