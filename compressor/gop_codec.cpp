@@ -49,7 +49,7 @@ using codecs::PlaneTransform;
 // striped rANS coder's contexts (codecs/entropy/striped_rans.hpp), which older readers refuse as bad options;
 // 12: a flags symbol in every frame's motion symbols (kMotionFlagsVersion, below); 13: planes'
 // symbols in the polyphase layout (kPolyphaseFlag), written only by chunks that have such planes; 14:
-// planes in the gradient transform (PlaneTransform::Gradient), the same.
+// planes in the gradient or interpolation transform (PlaneTransform::Gradient, Interpolation), the same.
 constexpr std::uint8_t kChunkVersion = 14;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
@@ -261,13 +261,16 @@ using ChunkRival = std::function<std::size_t()>;
 std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, const CodingSettings& settings,
                                     std::uint8_t choice, ChunkStats& stats, const ChunkRival& rival = {}) {
   ByteWriter out;
-  // The version a reader needs: 14 only where a plane takes the gradient transform, 13 where one
+  // The version a reader needs: 14 only where a plane takes the gradient or interpolation transform, 13 where one
   // takes the polyphase layout, so that chunks without them stay readable by older readers.
   const auto any_plane = [&](auto&& has) {
     return std::any_of(g.planes.begin(), g.planes.end(),
                        [&](const std::vector<PlaneRecord>& frame) { return std::any_of(frame.begin(), frame.end(), has); });
   };
-  const bool gradient = any_plane([](const PlaneRecord& p) { return (p.mode & ~kModeFlags) == std::uint8_t(PlaneTransform::Gradient); });
+  const bool gradient = any_plane([](const PlaneRecord& p) {
+    const std::uint8_t base = p.mode & ~kModeFlags;
+    return base == std::uint8_t(PlaneTransform::Gradient) || base == std::uint8_t(PlaneTransform::Interpolation);
+  });
   const bool polyphase = any_plane([](const PlaneRecord& p) { return (p.mode & kPolyphaseFlag) != 0; });
   out.u8(gradient ? kGradientVersion : polyphase ? kPolyphaseVersion : kPolyphaseVersion - 1);
   out.u8(std::uint8_t(settings.quantizer));
@@ -1241,8 +1244,8 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         plane.tolerance = std::uint32_t(in.varint(shape.max_value, "tolerance"));
         plane.mode = in.u8();
         const std::uint8_t base = plane.mode & ~kModeFlags;
-        if (base == std::uint8_t(PlaneTransform::Gradient)) {
-          if (version < kGradientVersion) in.fail("gradient transform in a chunk before version 14");
+        if (base == std::uint8_t(PlaneTransform::Gradient) || base == std::uint8_t(PlaneTransform::Interpolation)) {
+          if (version < kGradientVersion) in.fail("gradient or interpolation transform in a chunk before version 14");
         } else if (base > kIntraPlane) {
           in.fail("unknown plane mode");
         }
@@ -1484,11 +1487,14 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       // pass; the sums kept only where a later plane reads them.
       const bool fused = ref != codecs::ChannelRef::None && codecs::fused_dequantization(bound);
       const bool keep_sums = plan.referenced(p);
-      // The first pass takes one row more: the median inverse's strips start below row 0.
+      // The first pass takes one row more: the median inverse's strips start below row 0. The
+      // interpolation transform inverts the whole plane before the first pass.
+      const bool by_rows = codecs::inverts_by_rows(transform);
+      if (!by_rows) codecs::inverse_transform(transform, plane_symbols, w);
       for (std::size_t y0 = 0, y1 = 0; y0 < shape.height; y0 = y1) {
         y1 = std::min<std::size_t>(shape.height, y0 + kRowsPerPass + (y0 == 0));
         const std::size_t n = (y1 - y0) * w;
-        codecs::inverse_transform_rows(transform, plane_symbols, w, y0, y1);
+        if (by_rows) codecs::inverse_transform_rows(transform, plane_symbols, w, y0, y1);
         std::span<const std::int32_t> rows = std::span<const std::int32_t>(plane_symbols).subspan(y0 * w, n);
         const std::span<std::uint16_t> out_rows = out.subspan(y0 * w, n);
         if (fused) {

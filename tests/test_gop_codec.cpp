@@ -285,7 +285,7 @@ TEST_CASE("a smooth field's residual planes take the gradient transform (chunk v
     older[0] = 13;
     const std::span<const std::uint8_t> older_chunks[] = {older};
     CHECK_THROWS_WITH(decode_gops(*predictor, shape, older_chunks, counts, settings),
-                      Catch::Contains("gradient transform in a chunk before version 14"));
+                      Catch::Contains("interpolation transform in a chunk before version 14"));
   }
 }
 

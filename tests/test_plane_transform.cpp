@@ -17,7 +17,8 @@ TEST_CASE("plane transforms invert exactly, even on extreme values", "[codecs][t
   for (auto& v : plane) v = std::int32_t(rng());
   plane[5] = INT32_MIN;
   plane[6] = INT32_MAX;
-  for (auto t : {PlaneTransform::None, PlaneTransform::Left, PlaneTransform::Median, PlaneTransform::Gradient}) {
+  for (auto t : {PlaneTransform::None, PlaneTransform::Left, PlaneTransform::Median, PlaneTransform::Gradient,
+                 PlaneTransform::Interpolation}) {
     std::vector<std::int32_t> out(plane.size());
     forward_transform(t, plane, width, out);
     inverse_transform(t, out, width);
@@ -30,7 +31,7 @@ TEST_CASE("plane transforms invert on one row and on one column", "[codecs][tran
   for (const auto& [width, height] : {std::pair<std::size_t, std::size_t>{1, 9}, {9, 1}, {1, 1}}) {
     std::vector<std::int32_t> plane(width * height);
     for (auto& v : plane) v = std::int32_t(rng());
-    for (auto t : {PlaneTransform::Left, PlaneTransform::Median, PlaneTransform::Gradient}) {
+    for (auto t : {PlaneTransform::Left, PlaneTransform::Median, PlaneTransform::Gradient, PlaneTransform::Interpolation}) {
       std::vector<std::int32_t> out(plane.size());
       forward_transform(t, plane, width, out);
       inverse_transform(t, out, width);
@@ -77,14 +78,63 @@ TEST_CASE("the gradient transform leaves v - a - b + c, and is chosen on smooth 
                                              : bowl[i] - bowl[i - 1] - bowl[i - width] + bowl[i - width - 1];
       REQUIRE(out[i] == expected);
     }
-  const TransformChoice chosen = choose_transform(bowl, width);
-  CHECK(chosen.transform == PlaneTransform::Gradient);
   std::vector<std::int32_t> median(bowl.size());
   forward_transform(PlaneTransform::Median, bowl, width, median);
-  CHECK(chosen.cost * 2 < estimate_cost(median, width));
-  // A value outside the four is refused both ways.
+  CHECK(estimate_cost(out, width) * 2 < estimate_cost(median, width));
+  // The interpolation's cubic is exact on the bowl: it takes the plane.
+  CHECK(choose_transform(bowl, width).transform == PlaneTransform::Interpolation);
+  // A value outside the five is refused both ways.
   CHECK_THROWS_AS(forward_transform(PlaneTransform(3), bowl, width, out), CodecError);
-  CHECK_THROWS_AS(inverse_transform(PlaneTransform(5), out, width), CodecError);
+  CHECK_THROWS_AS(inverse_transform(PlaneTransform(6), out, width), CodecError);
+}
+
+TEST_CASE("the interpolation transform predicts each level from the coarser ones, inverts any plane, and is chosen on smooth fields",
+          "[codecs][transform]") {
+  // Every shape against powers of two (the levels' grid), values of every kind: the inverse gives
+  // the plane back, and a quadratic surface leaves residuals of its rounding only away from the
+  // edges (the cubic is exact on it), where the gradient leaves its mixed second difference.
+  std::mt19937 rng(31);
+  for (const auto& [width, height] : {std::pair<std::size_t, std::size_t>{1, 1}, {2, 1}, {1, 5}, {3, 3}, {8, 8}, {9, 7}, {17, 33},
+                                      {64, 64}, {100, 37}}) {
+    for (const int kind : {0, 1, 2}) {  // smooth, extreme, small noise
+      INFO(width << " x " << height << " kind " << kind);
+      std::vector<std::int32_t> plane(width * height), out(plane.size());
+      for (std::size_t i = 0; i < plane.size(); ++i)
+        plane[i] = kind == 0 ? std::int32_t((i % width) * (i % width) + 3 * (i / width) * (i % width))
+                   : kind == 1 ? std::int32_t(rng())
+                               : std::int32_t(rng() % 5) - 2;
+      forward_transform(PlaneTransform::Interpolation, plane, width, out);
+      CHECK(out[0] == plane[0]);
+      std::vector<std::int32_t> back = out;
+      inverse_transform(PlaneTransform::Interpolation, back, width);
+      REQUIRE(back == plane);
+      if (height > 1) CHECK_THROWS_AS(inverse_transform_rows(PlaneTransform::Interpolation, back, width, 0, 1), std::invalid_argument);
+    }
+  }
+  // Against the definition, the finest level of a 16 x 16 plane: (5, 8) along its row, the cubic
+  // through columns 2, 4, 6 and 8; (4, 7) along its column, through rows 4, 6, 8 and 10.
+  const std::size_t width = 16;
+  std::vector<std::int32_t> plane(width * width), out(plane.size());
+  for (auto& v : plane) v = std::int32_t(rng() % 1000);
+  forward_transform(PlaneTransform::Interpolation, plane, width, out);
+  const auto at = [&](std::size_t x, std::size_t y) { return std::int64_t(plane[y * width + x]); };
+  const auto cubic = [](std::int64_t c, std::int64_t a, std::int64_t b, std::int64_t d) { return (9 * (a + b) - c - d + 8) >> 4; };
+  CHECK(out[8 * width + 5] == at(5, 8) - cubic(at(2, 8), at(4, 8), at(6, 8), at(8, 8)));
+  CHECK(out[7 * width + 4] == at(4, 7) - cubic(at(4, 4), at(4, 6), at(4, 8), at(4, 10)));
+  CHECK(out[8 * width + 15] == at(15, 8) - at(14, 8));          // past the last column: the value before
+  CHECK(out[8 * width + 1] == at(1, 8) - ((at(0, 8) + at(2, 8)) >> 1));  // no value 3 before: the mean
+
+  // A smooth field (waves) takes it over the gradient, and its estimate is the residuals' bits.
+  const std::size_t w = 128, h = 96;
+  std::vector<std::int32_t> field(w * h), residual(field.size());
+  for (std::size_t y = 0; y < h; ++y)
+    for (std::size_t x = 0; x < w; ++x)
+      field[y * w + x] = std::int32_t(std::lround(4000 * std::sin(0.11 * double(x) + 0.07 * double(y)) * std::cos(0.05 * double(y))));
+  const TransformChoice chosen = choose_transform(field, w);
+  CHECK(chosen.transform == PlaneTransform::Interpolation);
+  CHECK(chosen.cost == estimate_interpolation_cost(field, w));
+  forward_transform(PlaneTransform::Gradient, field, w, residual);
+  CHECK(chosen.cost * 2 < estimate_cost(residual, w));
 }
 
 TEST_CASE("the median transform inverts four rows at a time on every shape", "[codecs][transform]") {
@@ -197,6 +247,17 @@ TEST_CASE("choose_transform's estimate is each transform's residual estimate, an
           std::vector<std::int32_t> residual(plane.size());
           forward_transform(t, plane, width, residual);
           if (const auto bits = estimate_cost(residual, width); bits < expected.cost) expected = {t, bits};
+        }
+        if (expected.transform == PlaneTransform::Gradient) {  // the interpolation weighed too: groups of rows
+          std::vector<std::int32_t> residual(plane.size()), sample;
+          forward_transform(PlaneTransform::Interpolation, plane, width, residual);
+          const std::size_t step = cost_sample_step(height);
+          for (std::size_t y = 0; y < height; ++y)
+            if ((y / step) % step == 0) sample.insert(sample.end(), residual.begin() + y * width, residual.begin() + (y + 1) * width);
+          const double others = double((height + step - 1) / step * width);
+          const auto bits = std::uint64_t(double(estimate_cost_rows(sample)) * others / double(sample.size()) + 0.5);
+          CHECK(bits == estimate_interpolation_cost(plane, width));
+          if (bits < expected.cost) expected = {PlaneTransform::Interpolation, bits};
         }
         for (const SimdPath path : supported_simd_paths()) {
           INFO("width " << width << " height " << height << " kind " << kind << " path " << simd_name(path));

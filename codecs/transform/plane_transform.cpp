@@ -20,25 +20,59 @@ namespace {
 inline std::int32_t wrap_sub(std::int32_t a, std::int32_t b) { return std::int32_t(std::uint32_t(a) - std::uint32_t(b)); }
 inline std::int32_t wrap_add(std::int32_t a, std::int32_t b) { return std::int32_t(std::uint32_t(a) + std::uint32_t(b)); }
 
-inline std::int32_t med(std::int32_t a, std::int32_t b, std::int32_t c) {
-  const std::int32_t lo = std::min(a, b), hi = std::max(a, b);
-  if (c >= hi) return lo;
-  if (c <= lo) return hi;
-  return wrap_sub(wrap_add(a, b), c);
+// The interpolation's prediction (PlaneTransform::Interpolation) of the value at position p of a
+// line of n values `step` apart from `line`, p an odd multiple of h: the cubic through the values at
+// p -+ h and p -+ 3h, -1/16, 9/16, 9/16, -1/16, rounded (SZ3's interpolation); where p - 3h or
+// p + 3h leaves the line the mean of p -+ h (rounded down); where p + h leaves it the value at p - h.
+// In 64 bits, then wrapped to 32 as the values are: defined for any symbols, a damaged stream's too.
+inline std::int32_t interpolate(const std::int32_t* line, std::size_t p, std::size_t h, std::size_t n, std::ptrdiff_t step) {
+  const std::int64_t a = line[std::ptrdiff_t(p - h) * step];
+  if (p + h >= n) return std::int32_t(a);
+  const std::int64_t b = line[std::ptrdiff_t(p + h) * step];
+  if (p < 3 * h || p + 3 * h >= n) return std::int32_t((a + b) >> 1);
+  const std::int64_t c = line[std::ptrdiff_t(p - 3 * h) * step], d = line[std::ptrdiff_t(p + 3 * h) * step];
+  return std::int32_t((9 * (a + b) - c - d + 8) >> 4);
 }
 
-// Prediction of element i from already known elements of `p` (original values on both sides).
-inline std::int32_t predict(PlaneTransform t, const std::int32_t* p, std::size_t i, std::size_t x, std::size_t width) {
-  if (i == 0) return 0;
-  if (i < width) return p[i - 1];
-  if (x == 0) return p[i - width];
-  if (t == PlaneTransform::Left) return p[i - 1];
-  if (t == PlaneTransform::Gradient) return wrap_sub(wrap_add(p[i - 1], p[i - width]), p[i - width - 1]);
-  return med(p[i - 1], p[i - width], p[i - width - 1]);
+// The interpolation transform's levels, coarse to fine, over a width x height plane: for each h
+// from half the smallest power of two covering both sides down to 1, first the positions of rows
+// that are multiples of 2h at odd multiples of h along the row, then the rows at odd multiples of h
+// at every multiple of h along the column (SZ3's order in two dimensions). Each is `from` minus
+// (forward) or plus (inverse) its interpolation from `from`, written to `to`: the forward transform
+// reads the original plane, the inverse (from == to) the values of the levels already restored.
+template <bool kInverse>
+void interpolation_levels(const std::int32_t* from, std::int32_t* to, std::size_t width, std::size_t height) {
+  const auto put = [&](std::size_t i, std::int32_t prediction) {
+    to[i] = kInverse ? wrap_add(from[i], prediction) : wrap_sub(from[i], prediction);
+  };
+  put(0, 0);
+  std::size_t top = 1;
+  while (top < width || top < height) top *= 2;
+  for (std::size_t h = top / 2; h >= 1; h /= 2) {
+    for (std::size_t y = 0; y < height; y += 2 * h) {
+      const std::int32_t* row = from + y * width;
+      for (std::size_t x = h; x < width; x += 2 * h) put(y * width + x, interpolate(row, x, h, width, 1));
+    }
+    for (std::size_t y = h; y < height; y += 2 * h)
+      for (std::size_t x = 0; x < width; x += h) put(y * width + x, interpolate(from + x, y, h, height, std::ptrdiff_t(width)));
+  }
+}
+
+// The interpolation's residual at (x, y) from the original plane, on its own: the level of the
+// position is the lowest set bit h of x | y, along the row where y is a multiple of 2h, else along
+// the column (interpolation_levels' order).
+inline std::int32_t interpolation_residual(const std::int32_t* p, std::size_t width, std::size_t height, std::size_t x,
+                                           std::size_t y) {
+  const std::int32_t v = p[y * width + x];
+  if (x == 0 && y == 0) return v;
+  const std::size_t h = (x | y) & (~(x | y) + 1);
+  if ((y & h) == 0) return wrap_sub(v, interpolate(p + y * width, x, h, width, 1));
+  return wrap_sub(v, interpolate(p + x, y, h, height, std::ptrdiff_t(width)));
 }
 
 bool known(PlaneTransform t) {
-  return t == PlaneTransform::None || t == PlaneTransform::Left || t == PlaneTransform::Median || t == PlaneTransform::Gradient;
+  return t == PlaneTransform::None || t == PlaneTransform::Left || t == PlaneTransform::Median || t == PlaneTransform::Gradient ||
+         t == PlaneTransform::Interpolation;
 }
 
 void check_width(std::size_t size, std::size_t width) {
@@ -120,13 +154,14 @@ void forward_transform(PlaneTransform transform, std::span<const std::int32_t> p
     return;
   }
   if (!known(transform)) throw CodecError("unknown plane transform");
-  // predict()'s cases hoisted out of the rows: every prediction reads original values, so the
-  // rows' loops have no chain and the compiler vectorizes them. The median in 32 bits as the
-  // decoder's AVX2 step has it: a + b - c where c lies between a and b (no wrap there), else the
-  // smaller or the larger, med()'s value for every input (tests/test_plane_transform.cpp).
   const std::int32_t* p = plane.data();
   std::int32_t* o = out.data();
   const std::size_t height = plane.size() / width;
+  if (transform == PlaneTransform::Interpolation) return interpolation_levels<false>(p, o, width, height);
+  // Every prediction reads original values, so the rows' loops have no chain and the compiler
+  // vectorizes them. The median in 32 bits as the decoder's AVX2 step has it: a + b - c where c
+  // lies between a and b (no wrap there), else the smaller or the larger: LOCO-I's median for every
+  // input (tests/test_plane_transform.cpp).
   for (std::size_t y = 0; y < height; ++y) {
     const std::int32_t* row = p + y * width;
     std::int32_t* dst = o + y * width;
@@ -167,9 +202,14 @@ void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> pl
   if (transform == PlaneTransform::None) return;
   if (!known(transform)) throw CodecError("unknown plane transform");
   if (y_end > plane.size() / width || y_begin > y_end) throw std::invalid_argument("inverse_transform_rows: rows outside the plane");
-  // Row by row, the cases of predict() hoisted out of the loops (the decoder's hot path); the
-  // same arithmetic, so the same values (tests/test_plane_transform.cpp checks it against predict()).
   std::int32_t* p = plane.data();
+  if (transform == PlaneTransform::Interpolation) {
+    if (y_begin != 0 || y_end != plane.size() / width)
+      throw std::invalid_argument("inverse_transform_rows: the interpolation transform inverts whole planes only");
+    return interpolation_levels<true>(p, p, width, y_end);
+  }
+  // Row by row, each transform's edge cases hoisted out of the loops (the decoder's hot path); the
+  // same arithmetic as forward_transform's, so the same values (tests/test_plane_transform.cpp).
   if (transform == PlaneTransform::Gradient) {
     // v - a - b + c is (v - b) - (a - c): the row's running sums give each value less the one
     // above (the first column's value is already that, the first row's are the values), then the
@@ -468,7 +508,7 @@ TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_
   check_width(plane.size(), width);
   const std::size_t height = plane.size() / width;
   const std::size_t row_step = cost_sample_step(height);
-  // predict()'s cases hoisted out of the row loop, and two histograms a transform (even and odd
+  // The edge cases hoisted out of the row loop, and two histograms a transform (even and odd
   // columns, merged) so that consecutive increments do not wait on each other: the same counts.
   // The first row and column: the left transform's prediction, the median's and the gradient's
   // are one value there (the left neighbour, or in the first column the one above).
@@ -521,7 +561,27 @@ TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_
   TransformChoice best{PlaneTransform::None, cost[0][0].bits()};
   for (int t = 1; t < 4; ++t)
     if (const auto bits = cost[t][0].bits(); bits < best.cost) best = {kOrder[t], bits};
+  // The interpolation is weighed only where the gradient beat the median: on a smooth field. A
+  // camera's or a film's planes never take the gradient (every one measured), and its estimate,
+  // one value at a time, would cost them time for nothing.
+  if (best.transform == PlaneTransform::Gradient)
+    if (const auto bits = estimate_interpolation_cost(plane, width); bits < best.cost) best = {PlaneTransform::Interpolation, bits};
   return best;
+}
+
+std::uint64_t estimate_interpolation_cost(std::span<const std::int32_t> plane, std::size_t width) {
+  check_width(plane.size(), width);
+  const std::size_t height = plane.size() / width, row_step = cost_sample_step(height);
+  CostEstimate cost;
+  std::uint64_t sampled = 0;
+  for (std::size_t y = 0; y < height; ++y) {
+    if (row_step > 1 && (y / row_step) % row_step != 0) continue;
+    for (std::size_t x = 0; x < width; ++x) cost.add(interpolation_residual(plane.data(), width, height, x, y));
+    sampled += width;
+  }
+  if (sampled == 0) return 0;
+  const std::uint64_t others = (height + row_step - 1) / row_step * width;  // the values the other estimates read
+  return std::uint64_t(double(cost.bits()) * double(others) / double(sampled) + 0.5);
 }
 
 }  // namespace tezip::codecs

@@ -9,17 +9,23 @@
 namespace tezip::codecs {
 
 // Spatial decorrelation of a plane of quantized symbols, chosen per plane: what is left of a
-// temporal residual is often still smooth across the image.
+// temporal residual is often still smooth across the image. Left, Median and Gradient predict each
+// value from its left (a), upper (b) and upper-left (c) neighbours; in the first row from the left
+// (the first value from 0), in the first column from above.
 enum class PlaneTransform : std::uint8_t {
   None = 0,
-  Left = 1,    // delta to the left neighbour (first column: to the one above)
-  Median = 2,  // LOCO-I median edge detector over the symbol plane
+  Left = 1,    // a
+  Median = 2,  // LOCO-I's median edge detector: a + b - c clamped to [min(a, b), max(a, b)]
   // (3 is the GOP codec's mark of a plane coded spatially, in the same byte of the chunk.)
-  // The plane a + b - c of the left (a), upper (b) and upper-left (c) neighbours, unclamped: exact
-  // on a plane's linear ramps, where the median's clamp cuts smooth curves (simulated fields,
-  // waves; docs/defaults.md, "The gradient transform"). Its inverse is the left transform's running
-  // sums of each row, then the row above added.
+  // a + b - c, unclamped: exact on linear ramps, where the median's clamp cuts smooth curves
+  // (simulated fields, waves; docs/defaults.md, "Smooth fields: the gradient and interpolation
+  // transforms"). Its inverse is the left transform's running sums of each row, then the row above added.
   Gradient = 4,
+  // SZ3's interpolation in two dimensions: levels from coarse to fine, each value predicted by the
+  // cubic through the coarser values around it along its row or column (plane_transform.cpp,
+  // interpolation_levels). Its errors on a smooth field are far below the gradient's, whose three
+  // neighbours add their rounding noise; it inverts whole planes only.
+  Interpolation = 5,
 };
 
 void forward_transform(PlaneTransform transform, std::span<const std::int32_t> plane, std::size_t width,
@@ -29,8 +35,12 @@ void inverse_transform(PlaneTransform transform, std::span<std::int32_t> plane, 
 // Rows [y_begin, y_end) only, in place; the rows above y_begin must already be inverted. Inverting
 // a plane a few rows at a time, in order, gives the same values as inverse_transform. `path`: the
 // median's AVX2 kernel (eight rows a vector) or the portable wavefront; the same values either way.
+// The interpolation transform inverts whole planes only (y_begin 0, y_end the height: else
+// std::invalid_argument); inverts_by_rows says which do.
 void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> plane, std::size_t width,
                             std::size_t y_begin, std::size_t y_end, SimdPath path = simd_path());
+
+inline bool inverts_by_rows(PlaneTransform t) { return t != PlaneTransform::Interpolation; }
 
 // The transform that leaves the fewest estimated bits over a sample of rows (an order-0 coder's:
 // the entropy of the zigzagged values' bit lengths plus the bits below each leading one), and
@@ -41,6 +51,12 @@ struct TransformChoice {
 };
 // `path`: the histograms' AVX2 kernel or the portable loop; the same counts either way.
 TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width, SimdPath path = simd_path());
+// The estimate of the interpolation transform's residuals, weighed where the gradient's estimate
+// is the smallest of the four above: its levels put a position's prediction along rows or columns
+// by the position's residues, so the sample is every step-th group of step consecutive rows
+// (step = cost_sample_step), each residual computed from the plane on its own, and the bits
+// scaled to the count of values the other estimates read.
+std::uint64_t estimate_interpolation_cost(std::span<const std::int32_t> plane, std::size_t width);
 // The same estimate for a plane coded as it is.
 std::uint64_t estimate_cost(std::span<const std::int32_t> plane, std::size_t width, SimdPath path = simd_path());
 // The rows those estimates sample: every cost_sample_step(height)-th, from row 0.
