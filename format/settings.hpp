@@ -40,6 +40,11 @@ struct CodingSettings {
   // (codecs::side_classes), offered to the striped rANS coder's contexts, which takes it where its
   // estimate saves 1% (chunk version 11, codecs/entropy/striped_rans.hpp).
   bool side_classes = true;
+  // Encoder only, gray planes of lossless and uniform-tolerance modes: a plane may be coded by the
+  // interpolation transform of its own pixels' bins (a key frame's plane where that is estimated
+  // smaller than the median's, a forecast plane where its residual took a smooth transform;
+  // chunk version 14, compressor/gop_codec.cpp, kInterpolatedPlane).
+  bool interpolated_planes = true;
   // Encoder only: a plane may store its symbols in the polyphase layout
   // (codecs/transform/polyphase.hpp) where the contexts' estimate says so (chunk version 13).
   bool polyphase = true;

@@ -251,41 +251,89 @@ TEST_CASE("a chunk decoded with other settings or counts is refused", "[gop]") {
   CHECK_THROWS(decode_gops(*predictor, shape, chunks, counts, interval));
 }
 
-TEST_CASE("a smooth field's residual planes take the gradient transform (chunk version 14), decode exactly, and are refused before it",
-          "[gop][transform]") {
-  // A simulated field: waves of 16-bit values drifting across the frame, smooth in space and time,
-  // so that what the previous frame leaves bends, where the median transform's clamp is not exact.
-  const FrameShape shape{64, 48, 1, 65535};
+// Where a gray chunk's header (version, quantizer, predictor choice, frame count, then per frame
+// its plane's tolerance, mode, runs) holds each frame's mode byte.
+std::vector<std::size_t> gray_mode_offsets(std::span<const std::uint8_t> chunk) {
+  ByteReader in(chunk, "chunk");
+  in.u8(), in.u8(), in.u8();
+  std::vector<std::size_t> offsets(in.varint());
+  for (auto& offset : offsets) {
+    in.varint();
+    offset = chunk.size() - in.remaining();
+    in.u8();
+    in.varint();
+  }
+  return offsets;
+}
+
+// A simulated field of 16-bit values: waves drifting across the frame by `speed` a frame, smooth
+// in space and, where the speed is small, in time.
+GopFrames wave_field(const FrameShape& shape, std::size_t count, double speed) {
   GopFrames frames;
-  for (int t = 0; t < 6; ++t) {
+  for (std::size_t t = 0; t < count; ++t) {
     std::vector<std::uint16_t> f(std::size_t(shape.width) * shape.height);
     for (std::uint32_t y = 0; y < shape.height; ++y)
       for (std::uint32_t x = 0; x < shape.width; ++x)
         f[y * shape.width + x] = std::uint16_t(std::lround(
-            32000 + 12000 * std::sin(0.09 * x + 0.05 * y + 0.4 * t) * std::cos(0.07 * y - 0.03 * x - 0.25 * t)));
+            32000 + 12000 * std::sin(0.09 * x + 0.05 * y + speed * double(t)) * std::cos(0.07 * y - 0.03 * x - 0.6 * speed * double(t))));
     frames.emplace_back(f.begin(), f.end());
   }
+  return frames;
+}
+
+TEST_CASE("smooth fields take the gradient and interpolation transforms and interpolated planes (chunk version 14), exactly",
+          "[gop][transform]") {
+  // Slow waves: what the previous frame leaves bends, where the median transform's clamp is not
+  // exact. Fast waves: each frame is far from the one before, and its own pixels interpolate best.
+  const FrameShape shape{64, 48, 1, 65535};
   const auto predictor = make_classical_predictor("previous");
-  for (const auto& bound : {ErrorBound{BoundMode::Lossless, 0, 0}, ErrorBound{BoundMode::Abs, 2, 0}}) {
-    INFO(codecs::describe(bound));
-    CodingSettings settings;
-    settings.bound = bound;
-    settings.pixel_chunks = false;
-    const GopFrames* gops[] = {&frames};
-    auto encoded = encode_gops(*predictor, shape, gops, settings);
-    REQUIRE(encoded[0].bytes[0] == 14);
-    const std::span<const std::uint8_t> chunks[] = {encoded[0].bytes};
-    const std::size_t counts[] = {frames.size()};
-    const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
-    REQUIRE(decoded[0] == encoded[0].reconstruction);
-    check_bound(bound, shape, frames, decoded[0]);
-    // A reader of version 13 had no such plane mode: the chunk says it is newer, and one that
-    // claims 13 is refused.
-    std::vector<std::uint8_t> older = encoded[0].bytes;
-    older[0] = 13;
-    const std::span<const std::uint8_t> older_chunks[] = {older};
-    CHECK_THROWS_WITH(decode_gops(*predictor, shape, older_chunks, counts, settings),
-                      Catch::Contains("interpolation transform in a chunk before version 14"));
+  for (const double speed : {0.4, 3.0}) {
+    const auto frames = wave_field(shape, 6, speed);
+    for (const auto& bound : {ErrorBound{BoundMode::Lossless, 0, 0}, ErrorBound{BoundMode::Abs, 2, 0}}) {
+      INFO("speed " << speed << " " << codecs::describe(bound));
+      std::size_t bytes[2] = {};
+      for (const bool allowed : {false, true}) {
+        CodingSettings settings;
+        settings.bound = bound;
+        settings.pixel_chunks = false;
+        settings.interpolated_planes = allowed;
+        const GopFrames* gops[] = {&frames};
+        auto encoded = encode_gops(*predictor, shape, gops, settings);
+        const auto& chunk = encoded[0].bytes;
+        REQUIRE(chunk[0] == 14);
+        // Plane modes: 4 the gradient, 5 the interpolation of the residual, 6 an interpolated plane.
+        // The key frame's own pixels interpolate best; with fast waves the later frames' too.
+        std::vector<std::uint8_t> modes;
+        for (const std::size_t offset : gray_mode_offsets(chunk)) modes.push_back(chunk[offset] & 0x0f);
+        CHECK((modes[0] == 6) == allowed);
+        const auto later = [&](std::uint8_t m) { return std::count(modes.begin() + 1, modes.end(), m); };
+        if (speed < 1) CHECK(later(4) + later(5) > 0);
+        if (speed > 1) CHECK((later(6) > 0) == allowed);
+        const std::span<const std::uint8_t> chunks[] = {chunk};
+        const std::size_t counts[] = {frames.size()};
+        const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
+        REQUIRE(decoded[0] == encoded[0].reconstruction);
+        check_bound(bound, shape, frames, decoded[0]);
+        bytes[allowed] = chunk.size();
+        // A reader of version 13 had none of these plane modes: the chunk says it is newer, and one
+        // that claims 13 is refused.
+        std::vector<std::uint8_t> older = chunk;
+        older[0] = 13;
+        const std::span<const std::uint8_t> older_chunks[] = {older};
+        CHECK_THROWS_WITH(decode_gops(*predictor, shape, older_chunks, counts, settings),
+                          Catch::Contains("interpolation transform in a chunk before version 14"));
+        if (allowed) {  // an interpolated plane has no forecast to move: motion on it is refused
+          std::vector<std::uint8_t> moved = chunk;
+          for (const std::size_t offset : gray_mode_offsets(chunk))
+            if ((moved[offset] & 0x0f) == 6) moved[offset] |= 0x40;
+          const std::span<const std::uint8_t> moved_chunks[] = {moved};
+          CHECK_THROWS_WITH(decode_gops(*predictor, shape, moved_chunks, counts, settings),
+                            Catch::Contains("an interpolated plane in colour, or with a forecast map or motion"));
+        }
+      }
+      INFO("with interpolated planes " << bytes[1] << " bytes, without " << bytes[0]);
+      if (speed > 1) CHECK(bytes[1] * 10 < bytes[0] * 9);
+    }
   }
 }
 
