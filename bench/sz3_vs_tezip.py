@@ -19,12 +19,12 @@ import numpy as np
 from PIL import Image
 
 
-def sz3_bytes(sz3, frames, work):
-    """SZ3's bytes over every channel and the largest error of its rounded decoding."""
+def sz3_bytes(sz3, frames, work, bound=2):
+    """SZ3's bytes over every channel and the largest error of its rounded decoding (ABS bound + 0.49)."""
     t, h, w, channels = frames.shape
     top = 255 if frames.itemsize == 1 else 65535
     total, max_error = 0, 0.0
-    dims = ["-3", str(w), str(h), str(t), "-M", "ABS", "2.49"]
+    dims = ["-3", str(w), str(h), str(t), "-M", "ABS", str(bound + 0.49)]
     for c in range(channels):
         x = np.ascontiguousarray(frames[..., c]).astype(np.float32)
         x.tofile(f"{work}/in.f32")
