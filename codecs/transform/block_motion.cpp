@@ -740,6 +740,12 @@ std::int32_t residual_bin(std::int32_t r, std::uint32_t tolerance) {
   return r >= 0 ? (r + t) / width : -((t - r) / width);
 }
 
+// The median transform's residual of column x >= 1 of a row below the first, clamped to
+// [-reach, reach].
+inline std::int32_t clamped_median_residual(const std::int32_t* row, const std::int32_t* up, std::size_t x, std::int32_t reach) {
+  return std::clamp(row[x] - med_clamped(row[x - 1], up[x], up[x - 1]), -reach, reach);
+}
+
 // Counts of values in [0, bins). Where the bins are few the counts are kept in four copies, each
 // value going to the next copy in turn: on a residual that repeats one value, four increments of
 // one counter in a row each wait on the store before them.
@@ -1002,22 +1008,28 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
 #ifdef TEZIP_HAVE_AVX2_MOTION
 namespace {
 
+// The median transform's residual of columns x..x+7 of a row below the first (x >= 1), clamped to
+// [low, high] (the median forecast: wavefront_avx2::median8).
+[[gnu::target("avx2")]] inline __m256i clamped_median_residual8(const std::int32_t* row, const std::int32_t* up, std::uint32_t x,
+                                                                __m256i low, __m256i high) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x));
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x - 1));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x));
+  const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x - 1));
+  return _mm256_min_epi32(_mm256_max_epi32(_mm256_sub_epi32(v, wavefront_avx2::median8(a, b, c)), low), high);
+}
+
 // choose_spatial_blocks' estimate over columns [x0, x1) of a row below the first, x0 >= 1: the
-// median forecast (wavefront_avx2::median8) and the clamped residual's bits
-// eight columns a vector, each gathered as the low byte of the four at its entry (`bits` points at
-// entry 0 of a table with three bytes beyond its last entry); the rest one by one.
+// clamped residual's bits eight columns a vector, each gathered as the low byte of the four at
+// its entry (`bits` points at entry 0 of a table with three bytes beyond its last entry); the rest
+// one by one.
 [[gnu::target("avx2")]] std::uint64_t median_bits_row_avx2(const std::int32_t* row, const std::int32_t* up, std::uint32_t x0,
                                                          std::uint32_t x1, const std::uint8_t* bits, std::int32_t reach) {
   __m256i acc = _mm256_setzero_si256();
   const __m256i low = _mm256_set1_epi32(-reach), high = _mm256_set1_epi32(reach), byte = _mm256_set1_epi32(0xff);
   std::uint32_t x = x0;
   for (; x + 8 <= x1; x += 8) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x));
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x - 1));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x));
-    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x - 1));
-    const __m256i m = wavefront_avx2::median8(a, b, c);
-    const __m256i d = _mm256_min_epi32(_mm256_max_epi32(_mm256_sub_epi32(v, m), low), high);
+    const __m256i d = clamped_median_residual8(row, up, x, low, high);
     const __m256i g = _mm256_i32gather_epi32(reinterpret_cast<const int*>(bits), d, 1);
     acc = _mm256_add_epi32(acc, _mm256_and_si256(g, byte));
   }
@@ -1025,26 +1037,19 @@ namespace {
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
   std::uint64_t sum = 0;
   for (const std::uint32_t lane : lanes) sum += lane;
-  for (; x < x1; ++x) sum += bits[std::clamp<std::int64_t>(row[x] - med_clamped(row[x - 1], up[x], up[x - 1]), -reach, reach)];
+  for (; x < x1; ++x) sum += bits[clamped_median_residual(row, up, x, reach)];
   return sum;
 }
 
-// The median transform's clamped residual over columns [x0, x1) of a row below the first, x0 >= 1,
-// shifted by `reach` into [0, 2 reach]: the bins choose_spatial_blocks counts.
+// The same residuals over columns [x0, x1) shifted by `reach` into [0, 2 reach]: the bins
+// choose_spatial_blocks counts.
 [[gnu::target("avx2")]] void median_bins_row_avx2(const std::int32_t* row, const std::int32_t* up, std::uint32_t x0,
                                                   std::uint32_t x1, std::int32_t reach, std::uint32_t* out) {
   const __m256i low = _mm256_set1_epi32(-reach), high = _mm256_set1_epi32(reach);
   std::uint32_t x = x0;
-  for (; x + 8 <= x1; x += 8) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x));
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + x - 1));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x));
-    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + x - 1));
-    const __m256i m = wavefront_avx2::median8(a, b, c);
-    const __m256i d = _mm256_min_epi32(_mm256_max_epi32(_mm256_sub_epi32(v, m), low), high);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x), _mm256_add_epi32(d, high));
-  }
-  for (; x < x1; ++x) out[x] = std::uint32_t(std::clamp(row[x] - med_clamped(row[x - 1], up[x], up[x - 1]), -reach, reach) + reach);
+  for (; x + 8 <= x1; x += 8)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x), _mm256_add_epi32(clamped_median_residual8(row, up, x, low, high), high));
+  for (; x < x1; ++x) out[x] = std::uint32_t(clamped_median_residual(row, up, x, reach) + reach);
 }
 
 }  // namespace

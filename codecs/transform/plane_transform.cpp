@@ -143,6 +143,40 @@ struct MedianStep16 {
 };
 #endif
 
+// Each row's running (wrapping) sums over rows [y_begin, y_end): `before(y)` on a row before its
+// sums, `after(y)` after them, rows in order. With AVX2 two rows at a time (prefix_sums2_avx2:
+// both rows' befores, then their sums, then both afters).
+template <class Before, class After>
+void running_sums(std::int32_t* p, std::size_t width, std::size_t y_begin, std::size_t y_end, SimdPath path, Before before,
+                  After after) {
+  std::size_t y = y_begin;
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+  if (path >= SimdPath::avx2)
+    for (; y + 2 <= y_end; y += 2) {
+      std::int32_t* row = p + y * width;
+      std::int32_t* next = row + width;
+      before(y);
+      before(y + 1);
+      const std::size_t done = prefix_sums2_avx2(row, next, width);
+      for (std::size_t x = done; x < width; ++x) row[x] = wrap_add(row[x], row[x - 1]), next[x] = wrap_add(next[x], next[x - 1]);
+      after(y);
+      after(y + 1);
+    }
+#else
+  (void)path;
+#endif
+  for (; y < y_end; ++y) {
+    std::int32_t* row = p + y * width;
+    before(y);
+    std::size_t x = 1;
+#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
+    if (path >= SimdPath::avx2) x = prefix_sums_avx2(row, width);
+#endif
+    for (; x < width; ++x) row[x] = wrap_add(row[x], row[x - 1]);
+    after(y);
+  }
+}
+
 }  // namespace
 
 void forward_transform(PlaneTransform transform, std::span<const std::int32_t> plane, std::size_t width,
@@ -213,62 +247,22 @@ void inverse_transform_rows(PlaneTransform transform, std::span<std::int32_t> pl
   if (transform == PlaneTransform::Gradient) {
     // v - a - b + c is (v - b) - (a - c): the row's running sums give each value less the one
     // above (the first column's value is already that, the first row's are the values), then the
-    // row above is added. No chain runs down the rows: two rows' sums at a time as the left
-    // transform's.
+    // row above is added. No chain runs down the rows.
     const auto add_above = [&](std::size_t y) {
       if (y == 0) return;
       std::int32_t* row = p + y * width;
       const std::int32_t* up = row - width;
       for (std::size_t x = 0; x < width; ++x) row[x] = wrap_add(row[x], up[x]);
     };
-    std::size_t y = y_begin;
-#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
-    if (path >= SimdPath::avx2)
-      for (; y + 2 <= y_end; y += 2) {
-        std::int32_t* row = p + y * width;
-        std::int32_t* next = row + width;
-        const std::size_t done = prefix_sums2_avx2(row, next, width);
-        for (std::size_t x = done; x < width; ++x) row[x] = wrap_add(row[x], row[x - 1]), next[x] = wrap_add(next[x], next[x - 1]);
-        add_above(y);
-        add_above(y + 1);
-      }
-#endif
-    for (; y < y_end; ++y) {
-      std::int32_t* row = p + y * width;
-      std::size_t x = 1;
-#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
-      if (path >= SimdPath::avx2) x = prefix_sums_avx2(row, width);
-#endif
-      for (; x < width; ++x) row[x] = wrap_add(row[x], row[x - 1]);
-      add_above(y);
-    }
-    return;
+    return running_sums(p, width, y_begin, y_end, path, [](std::size_t) {}, add_above);
   }
   if (transform == PlaneTransform::Left) {
-    std::size_t y = y_begin;
-#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
-    // Two rows at a time: a row's first value is its first sum, so the next row's first value
-    // (the row above's first plus its own) is known before either row's sums.
-    if (path >= SimdPath::avx2)
-      for (; y + 2 <= y_end; y += 2) {
-        std::int32_t* row = p + y * width;
-        std::int32_t* next = row + width;
-        if (y > 0) row[0] = wrap_add(row[0], row[-std::ptrdiff_t(width)]);
-        next[0] = wrap_add(next[0], row[0]);
-        const std::size_t done = prefix_sums2_avx2(row, next, width);
-        for (std::size_t x = done; x < width; ++x) row[x] = wrap_add(row[x], row[x - 1]), next[x] = wrap_add(next[x], next[x - 1]);
-      }
-#endif
-    for (; y < y_end; ++y) {
-      std::int32_t* row = p + y * width;
-      if (y > 0) row[0] = wrap_add(row[0], row[-std::ptrdiff_t(width)]);
-      std::size_t x = 1;
-#ifdef TEZIP_HAVE_AVX2_WAVEFRONT
-      if (path >= SimdPath::avx2) x = prefix_sums_avx2(row, width);
-#endif
-      for (; x < width; ++x) row[x] = wrap_add(row[x], row[x - 1]);
-    }
-    return;
+    // The first column from above: a row's first value is final before its sums, so the next
+    // row's first value (the row above's first plus its own) is known before either row's sums.
+    const auto first_from_above = [&](std::size_t y) {
+      if (y > 0) p[y * width] = wrap_add(p[y * width], p[(y - 1) * width]);
+    };
+    return running_sums(p, width, y_begin, y_end, path, first_from_above, [](std::size_t) {});
   }
   // A lambda, not the function's address: median_rows inlines it.
   const auto median = [](std::int32_t a, std::int32_t b, std::int32_t c) { return med_clamped(a, b, c); };
