@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <initializer_list>
@@ -65,7 +66,7 @@ struct ColourHeader {
 ColourHeader read_colour_header(std::span<const std::uint8_t> chunk) {
   ByteReader in(chunk, "chunk");
   const std::uint8_t version = in.u8();
-  REQUIRE((version >= 12 && version <= 14));  // chunk version (13: planes in the polyphase layout; 14: in the gradient transform)
+  REQUIRE((version >= 12 && version <= 14));  // chunk version (13: the polyphase layout; 14: plane modes 4-6)
   in.u8();  // quantizer
   in.u8();  // predictor choice
   ColourHeader h;
@@ -274,8 +275,8 @@ GopFrames wave_field(const FrameShape& shape, std::size_t count, double speed) {
     std::vector<std::uint16_t> f(std::size_t(shape.width) * shape.height);
     for (std::uint32_t y = 0; y < shape.height; ++y)
       for (std::uint32_t x = 0; x < shape.width; ++x)
-        f[y * shape.width + x] = std::uint16_t(std::lround(
-            32000 + 12000 * std::sin(0.09 * x + 0.05 * y + speed * double(t)) * std::cos(0.07 * y - 0.03 * x - 0.6 * speed * double(t))));
+        f[y * shape.width + x] = std::uint16_t(std::lround(32000 + 12000 * std::sin(0.09 * x + 0.05 * y + speed * double(t)) *
+                                                                     std::cos(0.07 * y - 0.03 * x - 0.6 * speed * double(t))));
     frames.emplace_back(f.begin(), f.end());
   }
   return frames;

@@ -178,7 +178,8 @@ TEST_CASE("inverting a plane a few rows at a time gives the whole plane's values
   CHECK_THROWS_AS(inverse_transform_rows(PlaneTransform::Left, small, width, 1, 3), std::invalid_argument);
 }
 
-TEST_CASE("the median, left and gradient inverses give the portable path's values on every SIMD path, for any symbols", "[codecs][transform][simd]") {
+TEST_CASE("the median, left and gradient inverses give the portable path's values on every SIMD path, for any symbols",
+          "[codecs][transform][simd]") {
   // Arbitrary symbols (what a damaged stream holds) as well as a coded plane's: the paths must agree
   // on every input, the wrapping sums and the extremes too. Passes of 8 rows as the decoder makes
   // them, and of other sizes, so that strips start on any row.
