@@ -573,7 +573,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   std::vector<std::uint8_t> plane_side(plane_size), side_scratch(colour ? 3 * plane_size : 0);
   // Interpolated planes (kInterpolatedPlane): gray, lossless or uniform tolerances, the linear
   // quantizer's symbols; their forecast of zeros, symbols and reconstruction.
-  const bool interpolated_planes = !colour && settings.interpolated_planes && !settings.bound.pointwise();
+  const bool interpolated_planes = !colour && settings.smooth_modes && !settings.bound.pointwise();
   std::vector<std::uint16_t> zeros(interpolated_planes ? plane_size : 0, 0), zero_recon(zeros.size()), zero_literals;
   std::vector<std::int32_t> zero_symbols(zeros.size()), inter_transformed(zeros.size());
   struct RelatedFrame {
@@ -643,7 +643,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
         records[1].tolerance == records[2].tolerance) {
       RelatedFrame f{t, s.symbols.size(), {pending[0].intra, pending[1].intra, pending[2].intra}, {}};
       f.costs = codecs::estimate_channel_costs({pending[0].symbols, pending[1].symbols, pending[2].symbols}, f.intra,
-                                               shape.width, channel_scratch, {pending[0].own, pending[1].own, pending[2].own});
+                                               shape.width, channel_scratch, {pending[0].own, pending[1].own, pending[2].own},
+                                               settings.smooth_modes);
       related_frames[g].push_back(f);
       for (const auto& p : pending) append_zigzagged(s.symbols, p.symbols), s.side.insert(s.side.end(), p.side.begin(), p.side.end());
       return;
@@ -752,10 +753,10 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
         const auto bound = plane_bound(settings, tolerance, shape.max_value);
         codecs::quantize_plane(p, forecast_of(k), bound, cost_current,
                                bound.lossless() ? std::span<std::uint16_t>() : std::span<std::uint16_t>(cost_recon), cost_literals);
-        std::uint64_t cost = codecs::choose_transform(cost_current, shape.width).cost;
+        std::uint64_t cost = codecs::choose_transform(cost_current, shape.width, codecs::simd_path(), settings.smooth_modes).cost;
         if (k > 0 && uniform && tolerance == previous_tolerance) {
           for (std::size_t i = 0; i < plane_size; ++i) cost_delta[i] = cost_current[i] - cost_previous[i];
-          cost = std::min(cost, codecs::choose_transform(cost_delta, shape.width).cost);
+          cost = std::min(cost, codecs::choose_transform(cost_delta, shape.width, codecs::simd_path(), settings.smooth_modes).cost);
         }
         total += cost;
         cost_current.swap(cost_previous);
@@ -1010,7 +1011,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
         auto cost = [&](std::span<const std::uint16_t> candidate) {
           inter_literals.clear();
           codecs::quantize_plane(plane, candidate, bound, plane_symbols, recon, inter_literals);
-          return codecs::choose_transform(plane_symbols, shape.width).cost;
+          return codecs::choose_transform(plane_symbols, shape.width, codecs::simd_path(), settings.smooth_modes).cost;
         };
         std::uint64_t best = cost(forecast);
         if (any)
@@ -1087,7 +1088,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       if (settings.side_classes) codecs::side_classes(forecast, shape.width, shape.max_value, plane_side);
       // Each plane's own estimates decide here; a colour frame's plan then codes its planes against
       // each other where that is smaller.
-      const auto inter = codecs::choose_transform(plane_symbols, shape.width);
+      const auto inter = codecs::choose_transform(plane_symbols, shape.width, codecs::simd_path(), settings.smooth_modes);
       // Intra coding of a forecast plane rarely wins (scene cuts, appearing objects): estimated on
       // the original pixels first (exact when lossless), quantized for real only when it may win.
       const auto intra_estimate = codecs::estimate_cost_rows(codecs::sample_intra_symbols(plane, shape.width, bound));
@@ -1237,6 +1238,17 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     CodingSettings no_spatial = settings;
     no_spatial.spatial_blocks = false;
     code_again(spatial_retry, no_spatial);
+    // The smooth modes are chosen per plane by estimates that read the values (the transforms) or
+    // a model of the contexts (interpolated planes); where they err the GOP grows (a reaction-
+    // diffusion field at abs 2: 4% by the contexts' estimate). A GOP that took any (chunk version
+    // 14) is coded without them too, the smaller kept: twice the coding of smooth fields, none of
+    // the camera and film clips measured takes them.
+    std::vector<std::size_t> smooth_retry;
+    for (std::size_t g = 0; g < gops.size(); ++g)
+      if (settings.smooth_modes && encoded[g].bytes.size() > 0 && encoded[g].bytes[0] == kGradientVersion) smooth_retry.push_back(g);
+    CodingSettings no_smooth = settings;
+    no_smooth.smooth_modes = false;
+    code_again(smooth_retry, no_smooth);
   }
   return encoded;
 }

@@ -40,11 +40,13 @@ struct CodingSettings {
   // (codecs::side_classes), offered to the striped rANS coder's contexts, which takes it where its
   // estimate saves 1% (chunk version 11, codecs/entropy/striped_rans.hpp).
   bool side_classes = true;
-  // Encoder only, gray planes of lossless and uniform-tolerance modes: a plane may be coded by the
-  // interpolation transform of its own pixels' bins (a key frame's plane where that is estimated
-  // smaller than the median's, a forecast plane where its residual took a smooth transform;
-  // chunk version 14, compressor/gop_codec.cpp, kInterpolatedPlane).
-  bool interpolated_planes = true;
+  // Encoder only: the spatial transforms for smooth fields, the gradient and the interpolation
+  // (codecs::PlaneTransform), and, on gray planes of lossless and uniform-tolerance modes,
+  // interpolated planes: a plane coded by the interpolation of its own pixels' bins (a key frame's
+  // where that is estimated smaller than the median's, a forecast plane's where its residual took
+  // a smooth transform). Chunk version 14; a GOP that takes any is coded without them too and the
+  // smaller kept (compressor/gop_codec.cpp, kInterpolatedPlane).
+  bool smooth_modes = true;
   // Encoder only: a plane may store its symbols in the polyphase layout
   // (codecs/transform/polyphase.hpp) where the contexts' estimate says so (chunk version 13).
   bool polyphase = true;

@@ -585,7 +585,7 @@ TEST_CASE("spatial blocks take what no vector matches, and decode bit for bit", 
       CodingSettings settings;
       settings.bound = bound;
       settings.colour_transform = false;   // the chunk's own bytes are read below
-      settings.interpolated_planes = false;  // (version 12: the scene's smooth key frame would take one)
+      settings.smooth_modes = false;         // (version 12: the scene's smooth key frame would take one)
       const GopFrames* gops[] = {&frames};
       const auto coded = encode_gops(*predictor, shape, gops, settings);
       decode_within_bound(*predictor, shape, frames, coded[0], settings);

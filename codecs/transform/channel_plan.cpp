@@ -247,13 +247,13 @@ bool undo_channel_ref_dequantize(ChannelRef ref, std::span<const std::int32_t> p
 
 ChannelCosts estimate_channel_costs(std::array<std::span<const std::int32_t>, 3> planes, std::array<bool, 3> intra,
                                     std::size_t width, std::span<std::int32_t> scratch,
-                                    const std::array<std::optional<TransformChoice>, 3>& own) {
+                                    const std::array<std::optional<TransformChoice>, 3>& own, bool smooth) {
   const std::size_t n = planes[0].size();
   if (planes[1].size() != n || planes[2].size() != n || scratch.size() < n) throw CodecError("channel plan: plane sizes differ");
   const std::span<std::int32_t> candidate = scratch.first(n);
   const auto estimate = [&](std::size_t k, std::span<const std::int32_t> values) {
     if (intra[k]) return TransformChoice{PlaneTransform::None, estimate_cost(values, width)};
-    return choose_transform(values, width);
+    return choose_transform(values, width, simd_path(), smooth);
   };
   ChannelCosts out;
   for (std::size_t k = 0; k < 3; ++k) {

@@ -67,13 +67,13 @@ bool undo_channel_ref_dequantize(ChannelRef ref, std::span<const std::int32_t> p
 // minus plane r (r != k), or minus the floor of the mean of the other two (r = k), with the spatial
 // transform that estimate chose (choose_transform; None and estimate_cost for `intra` planes, which
 // are coded as they are). `own`: the estimates of the planes as they are, where the caller has
-// them. `scratch` holds at least one plane.
+// them. `scratch` holds at least one plane. `smooth`: as choose_transform's.
 struct ChannelCosts {
   std::array<std::array<TransformChoice, 4>, 3> cost{};
 };
 ChannelCosts estimate_channel_costs(std::array<std::span<const std::int32_t>, 3> planes, std::array<bool, 3> intra,
                                     std::size_t width, std::span<std::int32_t> scratch,
-                                    const std::array<std::optional<TransformChoice>, 3>& own = {});
+                                    const std::array<std::optional<TransformChoice>, 3>& own = {}, bool smooth = true);
 
 // A plan's estimate for one frame, and the spatial transform of each coding position.
 struct ChannelChoice {

@@ -498,7 +498,7 @@ std::uint64_t estimate_context_cost(std::span<const std::int32_t> plane, std::si
   return bits;
 }
 
-TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width, SimdPath path) {
+TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width, SimdPath path, bool smooth) {
   check_width(plane.size(), width);
   const std::size_t height = plane.size() / width;
   const std::size_t row_step = cost_sample_step(height);
@@ -553,7 +553,7 @@ TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_
   constexpr PlaneTransform kOrder[4] = {PlaneTransform::None, PlaneTransform::Left, PlaneTransform::Median,
                                         PlaneTransform::Gradient};
   TransformChoice best{PlaneTransform::None, cost[0][0].bits()};
-  for (int t = 1; t < 4; ++t)
+  for (int t = 1; t < (smooth ? 4 : 3); ++t)
     if (const auto bits = cost[t][0].bits(); bits < best.cost) best = {kOrder[t], bits};
   // The interpolation is weighed only where the gradient beat the median: on a smooth field. A
   // camera's or a film's planes never take the gradient (every one measured), and its estimate,

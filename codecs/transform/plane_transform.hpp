@@ -49,8 +49,10 @@ struct TransformChoice {
   PlaneTransform transform = PlaneTransform::None;
   std::uint64_t cost = 0;
 };
-// `path`: the histograms' AVX2 kernel or the portable loop; the same counts either way.
-TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width, SimdPath path = simd_path());
+// `path`: the histograms' AVX2 kernel or the portable loop; the same counts either way. `smooth`
+// false: none, left and median only (the gradient and interpolation left out).
+TransformChoice choose_transform(std::span<const std::int32_t> plane, std::size_t width, SimdPath path = simd_path(),
+                                 bool smooth = true);
 // The estimate of the interpolation transform's residuals, weighed where the gradient's estimate
 // is the smallest of the four above: its levels put a position's prediction along rows or columns
 // by the position's residues, so the sample is every step-th group of step consecutive rows
