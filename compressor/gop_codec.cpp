@@ -49,7 +49,8 @@ using codecs::PlaneTransform;
 // striped rANS coder's contexts (codecs/entropy/striped_rans.hpp), which older readers refuse as bad options;
 // 12: a flags symbol in every frame's motion symbols (kMotionFlagsVersion, below); 13: planes'
 // symbols in the polyphase layout (kPolyphaseFlag), written only by chunks that have such planes; 14:
-// planes in the gradient or interpolation transform (PlaneTransform::Gradient, Interpolation), the same.
+// the smooth modes: planes in the gradient or interpolation transform (PlaneTransform::Gradient,
+// Interpolation) and interpolated planes (kInterpolatedPlane), the same.
 constexpr std::uint8_t kChunkVersion = 14;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
@@ -57,7 +58,8 @@ constexpr std::uint8_t kIntraPlane = 3;
 // Or this (chunk version 14, gray planes of lossless and uniform-tolerance modes, on any frame):
 // coded spatially by the interpolation transform (PlaneTransform::Interpolation) of its pixels'
 // bins, as an inter plane against a forecast of zeros. A smooth field's planes, where the median's
-// pixel-by-pixel prediction leaves its curvature (docs/defaults.md, "Smooth fields").
+// pixel-by-pixel prediction leaves its curvature (docs/defaults.md, "Smooth fields: the gradient
+// and interpolation transforms, interpolated planes").
 constexpr std::uint8_t kInterpolatedPlane = 6;
 // Added to the mode of an inter plane whose forecast is built per block (codecs/transform/forecast_blocks.hpp)
 // from the predictor's forecast and the previous frame; its map is in the chunk's map stream.
@@ -74,7 +76,7 @@ constexpr std::uint8_t kMotionFlag = 0x40;
 // (codecs/transform/polyphase.hpp), and its side classes with them; older readers refuse the mode as unknown.
 constexpr std::uint8_t kPolyphaseFlag = 0x80;
 constexpr std::uint8_t kPolyphaseVersion = 13;
-constexpr std::uint8_t kGradientVersion = 14;
+constexpr std::uint8_t kSmoothVersion = 14;
 // The layout is taken where the contexts' estimate of it is below this times the raster order's.
 // The estimate reads a quarter of the rows: where the layout changes nothing it still differs by
 // a few percent from one to the other (ViSP's mbt/cube, a gray camera, its key frames: 0.97-1.00,
@@ -266,19 +268,19 @@ using ChunkRival = std::function<std::size_t()>;
 std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, const CodingSettings& settings,
                                     std::uint8_t choice, ChunkStats& stats, const ChunkRival& rival = {}) {
   ByteWriter out;
-  // The version a reader needs: 14 only where a plane takes the gradient or interpolation transform, 13 where one
-  // takes the polyphase layout, so that chunks without them stay readable by older readers.
+  // The version a reader needs: 14 only where a plane takes a smooth mode, 13 where one takes the
+  // polyphase layout, so that chunks without them stay readable by older readers.
   const auto any_plane = [&](auto&& has) {
     return std::any_of(g.planes.begin(), g.planes.end(),
                        [&](const std::vector<PlaneRecord>& frame) { return std::any_of(frame.begin(), frame.end(), has); });
   };
-  const bool gradient = any_plane([](const PlaneRecord& p) {
+  const bool smooth = any_plane([](const PlaneRecord& p) {
     const std::uint8_t base = p.mode & ~kModeFlags;
     return base == std::uint8_t(PlaneTransform::Gradient) || base == std::uint8_t(PlaneTransform::Interpolation) ||
            base == kInterpolatedPlane;
   });
   const bool polyphase = any_plane([](const PlaneRecord& p) { return (p.mode & kPolyphaseFlag) != 0; });
-  out.u8(gradient ? kGradientVersion : polyphase ? kPolyphaseVersion : kPolyphaseVersion - 1);
+  out.u8(smooth ? kSmoothVersion : polyphase ? kPolyphaseVersion : kPolyphaseVersion - 1);
   out.u8(std::uint8_t(settings.quantizer));
   out.u8(choice);
   out.varint(g.planes.size());
@@ -1245,7 +1247,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     // the camera and film clips measured takes them.
     std::vector<std::size_t> smooth_retry;
     for (std::size_t g = 0; g < gops.size(); ++g)
-      if (settings.smooth_modes && encoded[g].bytes.size() > 0 && encoded[g].bytes[0] == kGradientVersion) smooth_retry.push_back(g);
+      if (settings.smooth_modes && encoded[g].bytes.size() > 0 && encoded[g].bytes[0] == kSmoothVersion) smooth_retry.push_back(g);
     CodingSettings no_smooth = settings;
     no_smooth.smooth_modes = false;
     code_again(smooth_retry, no_smooth);
@@ -1303,7 +1305,8 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         const std::uint8_t base = plane.mode & ~kModeFlags;
         if (base == std::uint8_t(PlaneTransform::Gradient) || base == std::uint8_t(PlaneTransform::Interpolation) ||
             base == kInterpolatedPlane) {
-          if (version < kGradientVersion) in.fail("gradient or interpolation transform in a chunk before version 14");
+          if (version < kSmoothVersion)
+            in.fail("a smooth plane mode (gradient, interpolation, interpolated) in a chunk before version 14");
           if (base == kInterpolatedPlane && (shape.channels > 1 || (plane.mode & (kBlockMapFlag | kMotionFlag))))
             in.fail("an interpolated plane in colour, or with a forecast map or motion");
         } else if (base > kIntraPlane) {

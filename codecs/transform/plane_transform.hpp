@@ -19,7 +19,8 @@ enum class PlaneTransform : std::uint8_t {
   // (3 is the GOP codec's mark of a plane coded spatially, in the same byte of the chunk.)
   // a + b - c, unclamped: exact on linear ramps, where the median's clamp cuts smooth curves
   // (simulated fields, waves; docs/defaults.md, "Smooth fields: the gradient and interpolation
-  // transforms"). Its inverse is the left transform's running sums of each row, then the row above added.
+  // transforms, interpolated planes"). Its inverse is the left transform's running sums of each
+  // row, then the row above added.
   Gradient = 4,
   // SZ3's interpolation in two dimensions: levels from coarse to fine, each value predicted by the
   // cubic through the coarser values around it along its row or column (plane_transform.cpp,
