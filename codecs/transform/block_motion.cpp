@@ -1072,6 +1072,10 @@ std::size_t choose_spatial_blocks(MotionField& f, std::span<const std::uint16_t>
     const std::int32_t* up = row - width;
     return y == 0 ? (x > 0 ? row[x - 1] : 0) : x == 0 ? up[0] : med_clamped(row[x - 1], up[x], up[x - 1]);
   };
+  // w[y, x]'s residual under it, clamped to the table's reach.
+  const auto clamped_residual = [&](std::size_t y, std::size_t x) {
+    return std::clamp<std::int64_t>(w[y * width + x] - median_of(y, x), -reach, reach);
+  };
 #ifdef TEZIP_HAVE_AVX2_MOTION
   const bool simd = path >= SimdPath::avx2 && table.bits.size() >= 2 * std::size_t(reach) + 4;
 #else
@@ -1084,13 +1088,13 @@ std::size_t choose_spatial_blocks(MotionField& f, std::span<const std::uint16_t>
     std::size_t x0 = 0;
 #ifdef TEZIP_HAVE_AVX2_MOTION
     if (simd && y > 0 && width > 1) {
-      row_bins[0] = std::uint32_t(std::clamp<std::int64_t>(w[y * width] - median_of(y, 0), -reach, reach) + reach);
+      row_bins[0] = std::uint32_t(clamped_residual(y, 0) + reach);
       median_bins_row_avx2(w.data() + y * width, w.data() + (y - 1) * width, 1, std::uint32_t(width), reach, row_bins.data());
       x0 = width;
     }
 #endif
     for (std::size_t x = x0; x < width; ++x)
-      row_bins[x] = std::uint32_t(std::clamp<std::int64_t>(w[y * width + x] - median_of(y, x), -reach, reach) + reach);
+      row_bins[x] = std::uint32_t(clamped_residual(y, x) + reach);
     counts.add(width, [&](std::size_t x) { return row_bins[x]; });
   }
   const ResidualBits prices = ResidualBits::measured(counts.total(), size, table);
@@ -1099,17 +1103,16 @@ std::size_t choose_spatial_blocks(MotionField& f, std::span<const std::uint16_t>
   auto median_bits = [&](const Rect& r) {
     std::uint64_t sum = 0;
     for (std::uint32_t y = r.y; y < r.y + r.h; ++y) {
-      const std::int32_t* row = w.data() + y * width;
 #ifdef TEZIP_HAVE_AVX2_MOTION
-      const std::int32_t* up = row - width;
       if (simd && y > 0) {
+        const std::int32_t* row = w.data() + y * width;
         std::uint32_t x0 = r.x;
-        if (x0 == 0) sum += bits[std::clamp<std::int64_t>(row[0] - up[0], -reach, reach)], x0 = 1;
-        sum += median_bits_row_avx2(row, up, x0, r.x + r.w, bits, reach);
+        if (x0 == 0) sum += bits[clamped_residual(y, 0)], x0 = 1;
+        sum += median_bits_row_avx2(row, row - width, x0, r.x + r.w, bits, reach);
         continue;
       }
 #endif
-      for (std::uint32_t x = r.x; x < r.x + r.w; ++x) sum += bits[std::clamp<std::int64_t>(row[x] - median_of(y, x), -reach, reach)];
+      for (std::uint32_t x = r.x; x < r.x + r.w; ++x) sum += bits[clamped_residual(y, x)];
     }
     return sum;
   };
