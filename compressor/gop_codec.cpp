@@ -50,14 +50,16 @@ using codecs::PlaneTransform;
 // 12: a flags symbol in every frame's motion symbols (kMotionFlagsVersion, below); 13: planes'
 // symbols in the polyphase layout (kPolyphaseFlag), written only by chunks that have such planes; 14:
 // the smooth modes: planes in the gradient or interpolation transform (PlaneTransform::Gradient,
-// Interpolation) and interpolated planes (kInterpolatedPlane), the same.
-constexpr std::uint8_t kChunkVersion = 14;
+// Interpolation) and interpolated planes (kInterpolatedPlane), the same; 15: bounded interpolated
+// planes quantized in closed loop (kClosedInterpolationVersion), the same.
+constexpr std::uint8_t kChunkVersion = 15;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
 // Or this (chunk version 14, gray planes of lossless and uniform-tolerance modes, on any frame):
 // coded spatially by the interpolation transform (PlaneTransform::Interpolation) of its pixels'
-// bins, as an inter plane against a forecast of zeros. A smooth field's planes, where the median's
+// bins, as an inter plane against a forecast of zeros; from version 15 a bounded one (tolerance
+// above 0) by the interpolation quantized in closed loop (codecs::quantize_plane_interpolated). A smooth field's planes, where the median's
 // pixel-by-pixel prediction leaves its curvature (docs/defaults.md, "Smooth fields: the gradient
 // and interpolation transforms, interpolated planes").
 constexpr std::uint8_t kInterpolatedPlane = 6;
@@ -77,6 +79,7 @@ constexpr std::uint8_t kMotionFlag = 0x40;
 constexpr std::uint8_t kPolyphaseFlag = 0x80;
 constexpr std::uint8_t kPolyphaseVersion = 13;
 constexpr std::uint8_t kSmoothVersion = 14;
+constexpr std::uint8_t kClosedInterpolationVersion = 15;
 // The layout is taken where the contexts' estimate of it is below this times the raster order's.
 // The estimate reads a quarter of the rows: where the layout changes nothing it still differs by
 // a few percent from one to the other (ViSP's mbt/cube, a gray camera, its key frames: 0.97-1.00,
@@ -268,8 +271,9 @@ using ChunkRival = std::function<std::size_t()>;
 std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, const CodingSettings& settings,
                                     std::uint8_t choice, ChunkStats& stats, const ChunkRival& rival = {}) {
   ByteWriter out;
-  // The version a reader needs: 14 only where a plane takes a smooth mode, 13 where one takes the
-  // polyphase layout, so that chunks without them stay readable by older readers.
+  // The version a reader needs: 15 only where a bounded plane is interpolated, 14 where a plane
+  // takes a smooth mode, 13 where one takes the polyphase layout, so that chunks without them stay
+  // readable by older readers.
   const auto any_plane = [&](auto&& has) {
     return std::any_of(g.planes.begin(), g.planes.end(),
                        [&](const std::vector<PlaneRecord>& frame) { return std::any_of(frame.begin(), frame.end(), has); });
@@ -279,8 +283,9 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
     return base == std::uint8_t(PlaneTransform::Gradient) || base == std::uint8_t(PlaneTransform::Interpolation) ||
            base == kInterpolatedPlane;
   });
+  const bool closed = any_plane([](const PlaneRecord& p) { return (p.mode & ~kModeFlags) == kInterpolatedPlane && p.tolerance > 0; });
   const bool polyphase = any_plane([](const PlaneRecord& p) { return (p.mode & kPolyphaseFlag) != 0; });
-  out.u8(smooth ? kSmoothVersion : polyphase ? kPolyphaseVersion : kPolyphaseVersion - 1);
+  out.u8(closed ? kClosedInterpolationVersion : smooth ? kSmoothVersion : polyphase ? kPolyphaseVersion : kPolyphaseVersion - 1);
   out.u8(std::uint8_t(settings.quantizer));
   out.u8(choice);
   out.varint(g.planes.size());
@@ -1048,17 +1053,27 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     // it was. The order-0 estimates that choose transforms favour the interpolation, whose levels
     // lie interleaved in the rows the coder's contexts read (the bundled depth sample's key
     // frames: 24% larger by them).
+    // Lossless, the interpolation transform of the pixels; bounded, the interpolation quantized in
+    // closed loop, whose symbols are stored as they are.
     const auto interpolated = [&](std::span<const std::int32_t> rival) {
       if (!interpolated_planes) return false;
       zero_literals.clear();
-      codecs::quantize_plane(plane, zeros, bound, zero_symbols, zero_recon, zero_literals);
-      codecs::forward_transform(PlaneTransform::Interpolation, zero_symbols, shape.width, transformed);
-      if (codecs::estimate_context_cost(transformed, shape.width) >= codecs::estimate_context_cost(rival, shape.width)) return false;
-      const std::uint64_t cost = codecs::estimate_interpolation_cost(zero_symbols, shape.width);
+      const bool closed = !bound.lossless();
+      if (closed) {
+        codecs::quantize_plane_interpolated(plane, shape.width, bound, zero_symbols, zero_recon);
+      } else {
+        codecs::quantize_plane(plane, zeros, bound, zero_symbols, zero_recon, zero_literals);
+        codecs::forward_transform(PlaneTransform::Interpolation, zero_symbols, shape.width, transformed);
+      }
+      const std::span<const std::int32_t> stored = closed ? std::span<const std::int32_t>(zero_symbols) : transformed;
+      if (codecs::estimate_context_cost(stored, shape.width) >= codecs::estimate_context_cost(rival, shape.width)) return false;
+      const auto choice = closed ? codecs::TransformChoice{PlaneTransform::None, codecs::estimate_cost(zero_symbols, shape.width)}
+                                 : codecs::TransformChoice{PlaneTransform::Interpolation,
+                                                           codecs::estimate_interpolation_cost(zero_symbols, shape.width)};
       record.mode = kInterpolatedPlane;
       std::copy(zero_recon.begin(), zero_recon.end(), recon.begin());
       std::fill(plane_side.begin(), plane_side.end(), std::uint8_t{0});  // the side classes of a flat forecast
-      put_symbols(s, c, zero_symbols, false, codecs::TransformChoice{PlaneTransform::Interpolation, cost}, record);
+      put_symbols(s, c, zero_symbols, false, choice, record);
       s.literals.insert(s.literals.end(), zero_literals.begin(), zero_literals.end());
       return true;
     };
@@ -1247,7 +1262,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     // the camera and film clips measured takes them.
     std::vector<std::size_t> smooth_retry;
     for (std::size_t g = 0; g < gops.size(); ++g)
-      if (settings.smooth_modes && encoded[g].bytes.size() > 0 && encoded[g].bytes[0] == kSmoothVersion) smooth_retry.push_back(g);
+      if (settings.smooth_modes && encoded[g].bytes.size() > 0 && encoded[g].bytes[0] >= kSmoothVersion) smooth_retry.push_back(g);
     CodingSettings no_smooth = settings;
     no_smooth.smooth_modes = false;
     code_again(smooth_retry, no_smooth);
@@ -1543,6 +1558,12 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
           codecs::undo_channel_ref(ref, plane_symbols, first, second, sums);
         }
         codecs::dequantize_plane_intra(sums, shape.width, bound, out, literals[g]);
+        if (done) done(g, t, k, 0, out);
+        continue;
+      }
+      if (interpolated && plane.tolerance > 0 && s.version >= kClosedInterpolationVersion) {  // gray: no channel reference
+        codecs::dequantize_plane_interpolated(plane_symbols, shape.width, bound, out);
+        sums.swap(plane_symbols);
         if (done) done(g, t, k, 0, out);
         continue;
       }

@@ -93,7 +93,8 @@ std::vector<EncodedGop> with_and_without(const Predictor& predictor, const Frame
   off(other);
   const GopFrames* gops[] = {&frames};
   std::vector<EncodedGop> out{encode_gops(predictor, shape, gops, settings)[0], encode_gops(predictor, shape, gops, other)[0]};
-  REQUIRE((out[0].bytes[0] >= 12 && out[0].bytes[0] <= 14));  // a predictive chunk (14: smooth key frames interpolated)
+  // A predictive chunk (14, 15: smooth key frames interpolated, lossless and bounded).
+  REQUIRE((out[0].bytes[0] >= 12 && out[0].bytes[0] <= 15));
   decode_within_bound(predictor, shape, frames, out[0], settings);
   decode_within_bound(predictor, shape, frames, out[1], settings);
   INFO("with " << out[0].bytes.size() << " bytes, without " << out[1].bytes.size());
@@ -343,9 +344,9 @@ TEST_CASE("coded motion pays on a panning scene and decodes bit for bit", "[moti
         const auto plain = encode_gops(*predictor, shape, gops, without);
         INFO("with motion " << coded[0].bytes.size() << " bytes, without " << plain[0].bytes.size());
         CHECK(coded[0].bytes.size() * 10 < plain[0].bytes.size() * 8);
-        // Chunk version 12 (coded motion since 4, spatial blocks since 7), 14 where the smooth
-        // scene's key frame is an interpolated plane.
-        CHECK((coded[0].bytes[0] == 12 || coded[0].bytes[0] == 14));
+        // Chunk version 12 (coded motion since 4, spatial blocks since 7), 14 (lossless) or 15
+        // (bounded) where the smooth scene's key frame is an interpolated plane.
+        CHECK((coded[0].bytes[0] == 12 || coded[0].bytes[0] == (bound.mode == codecs::BoundMode::Lossless ? 14 : 15)));
 
         const std::size_t counts[] = {frames.size()};
         const auto decoded = decode_within_bound(*predictor, shape, frames, coded[0], settings);

@@ -282,7 +282,7 @@ GopFrames wave_field(const FrameShape& shape, std::size_t count, double speed) {
   return frames;
 }
 
-TEST_CASE("smooth fields take the gradient and interpolation transforms and interpolated planes (chunk version 14), exactly",
+TEST_CASE("smooth fields take the gradient and interpolation transforms and interpolated planes (chunk versions 14, 15), exactly",
           "[gop][transform]") {
   // Slow waves: what the previous frame leaves bends, where the median transform's clamp is not
   // exact. Fast waves: each frame is far from the one before, and its own pixels interpolate best.
@@ -301,7 +301,9 @@ TEST_CASE("smooth fields take the gradient and interpolation transforms and inte
         const GopFrames* gops[] = {&frames};
         auto encoded = encode_gops(*predictor, shape, gops, settings);
         const auto& chunk = encoded[0].bytes;
-        REQUIRE(chunk[0] == (allowed ? 14 : 12));
+        // Version 15 where a bounded plane is interpolated (quantized in closed loop), 14 lossless.
+        const bool lossless = bound.mode == BoundMode::Lossless;
+        REQUIRE(chunk[0] == (allowed ? (lossless ? 14 : 15) : 12));
         // Plane modes: 4 the gradient, 5 the interpolation of the residual, 6 an interpolated plane.
         // The key frame's own pixels interpolate best; with fast waves the later frames' too.
         std::vector<std::uint8_t> modes;
@@ -324,6 +326,14 @@ TEST_CASE("smooth fields take the gradient and interpolation transforms and inte
         const std::span<const std::uint8_t> older_chunks[] = {older};
         CHECK_THROWS_WITH(decode_gops(*predictor, shape, older_chunks, counts, settings),
                           Catch::Contains("in a chunk before version 14"));
+        // Version 14 read bounded interpolated planes as the interpolation transform of their bins:
+        // such a chunk decodes, to other pixels (each version's planes are their own).
+        if (!lossless) {
+          std::vector<std::uint8_t> open_loop = chunk;
+          open_loop[0] = 14;
+          const std::span<const std::uint8_t> open_chunks[] = {open_loop};
+          CHECK(decode_gops(*predictor, shape, open_chunks, counts, settings)[0] != encoded[0].reconstruction);
+        }
         // An interpolated plane has no forecast to move: motion on it is refused.
         std::vector<std::uint8_t> moved = chunk;
         for (const std::size_t offset : gray_mode_offsets(chunk))

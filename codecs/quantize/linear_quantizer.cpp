@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "codecs/codec_error.hpp"
 #include "codecs/transform/wavefront.hpp"
 #include "codecs/quantize/error_bound.hpp"
+#include "codecs/transform/interpolation.hpp"
 #include "codecs/transform/plane_transform.hpp"
 
 #include "codecs/transform/wavefront_avx2.hpp"
@@ -458,6 +460,35 @@ void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std
   const LinearQuantizer quantizer(bound);
   for (std::size_t i = 0; i < symbols.size(); ++i)
     if (!quantizer.reconstruct(symbols[i], forecast[i], recon[i])) recon[i] = literals.next();
+}
+
+void quantize_plane_interpolated(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
+                                 std::span<std::int32_t> symbols, std::span<std::uint16_t> recon) {
+  check_sizes(plane.size(), symbols.size(), recon.size());
+  if (width == 0 || plane.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
+  if (bound.pointwise_rel > 0) throw std::invalid_argument("quantize_plane_interpolated: a pointwise bound");
+  const std::int32_t e = std::int32_t(bound.tolerance), w = 2 * e + 1, max_value = std::int32_t(bound.max_value);
+  const UniformBins bins(bound.tolerance);
+  const bool exact = UniformBins::exact(bound.tolerance);
+  interpolation::for_each_level(recon.data(), width, plane.size() / width, [&](std::size_t i, std::int64_t prediction) {
+    const auto f = std::int32_t(std::clamp<std::int64_t>(prediction, 0, max_value));
+    const std::int32_t r = std::int32_t(plane[i]) - f;
+    const std::int32_t q = exact ? bins.bin(r) : bin_index(r, e);
+    symbols[i] = q;
+    recon[i] = std::uint16_t(std::clamp(std::int64_t(f) + std::int64_t(q) * w, std::int64_t{0}, std::int64_t{max_value}));
+  });
+}
+
+void dequantize_plane_interpolated(std::span<const std::int32_t> symbols, std::size_t width, const PlaneBound& bound,
+                                   std::span<std::uint16_t> recon) {
+  check_sizes(symbols.size(), recon.size(), recon.size());
+  if (width == 0 || symbols.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
+  if (bound.pointwise_rel > 0) throw std::invalid_argument("dequantize_plane_interpolated: a pointwise bound");
+  const std::int64_t w = 2 * std::int64_t(bound.tolerance) + 1, max_value = bound.max_value;
+  interpolation::for_each_level(recon.data(), width, symbols.size() / width, [&](std::size_t i, std::int64_t prediction) {
+    const std::int64_t f = std::clamp<std::int64_t>(prediction, 0, max_value);
+    recon[i] = std::uint16_t(std::clamp<std::int64_t>(f + std::int64_t(symbols[i]) * w, 0, max_value));
+  });
 }
 
 void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,

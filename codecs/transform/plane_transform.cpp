@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "codecs/codec_error.hpp"
+#include "codecs/transform/interpolation.hpp"
 #include "codecs/transform/wavefront.hpp"
 
 #include "codecs/transform/wavefront_avx2.hpp"
@@ -20,54 +21,21 @@ namespace {
 inline std::int32_t wrap_sub(std::int32_t a, std::int32_t b) { return std::int32_t(std::uint32_t(a) - std::uint32_t(b)); }
 inline std::int32_t wrap_add(std::int32_t a, std::int32_t b) { return std::int32_t(std::uint32_t(a) + std::uint32_t(b)); }
 
-// The interpolation's prediction (PlaneTransform::Interpolation) of the value at position p of a
-// line of n values `step` apart from `line`, p an odd multiple of h: the cubic through the values at
-// p -+ h and p -+ 3h, -1/16, 9/16, 9/16, -1/16, rounded (SZ3's interpolation); where p - 3h or
-// p + 3h leaves the line the mean of p -+ h (rounded down); where p + h leaves it the value at p - h.
-// In 64 bits, then wrapped to 32 as the values are: defined for any symbols, a damaged stream's too.
-inline std::int32_t interpolate(const std::int32_t* line, std::size_t p, std::size_t h, std::size_t n, std::ptrdiff_t step) {
-  const std::int64_t a = line[std::ptrdiff_t(p - h) * step];
-  if (p + h >= n) return std::int32_t(a);
-  const std::int64_t b = line[std::ptrdiff_t(p + h) * step];
-  if (p < 3 * h || p + 3 * h >= n) return std::int32_t((a + b) >> 1);
-  const std::int64_t c = line[std::ptrdiff_t(p - 3 * h) * step], d = line[std::ptrdiff_t(p + 3 * h) * step];
-  return std::int32_t((9 * (a + b) - c - d + 8) >> 4);
-}
-
-// The interpolation transform's levels, coarse to fine, over a width x height plane: for each h
-// from half the smallest power of two covering both sides down to 1, first the positions of rows
-// that are multiples of 2h at odd multiples of h along the row, then the rows at odd multiples of h
-// at every multiple of h along the column (SZ3's order in two dimensions). Each is `from` minus
-// (forward) or plus (inverse) its interpolation from `from`, written to `to`: the forward transform
-// reads the original plane, the inverse (from == to) the values of the levels already restored.
+// The interpolation transform (codecs/transform/interpolation.hpp): each value minus (forward)
+// or plus (inverse) its prediction from `from`, written to `to`, in the levels' order: the forward
+// transform reads the original plane, the inverse (from == to) the values already restored. The
+// predictions wrap to 32 bits as the values do.
 template <bool kInverse>
 void interpolation_levels(const std::int32_t* from, std::int32_t* to, std::size_t width, std::size_t height) {
-  const auto put = [&](std::size_t i, std::int32_t prediction) {
-    to[i] = kInverse ? wrap_add(from[i], prediction) : wrap_sub(from[i], prediction);
-  };
-  put(0, 0);
-  std::size_t top = 1;
-  while (top < width || top < height) top *= 2;
-  for (std::size_t h = top / 2; h >= 1; h /= 2) {
-    for (std::size_t y = 0; y < height; y += 2 * h) {
-      const std::int32_t* row = from + y * width;
-      for (std::size_t x = h; x < width; x += 2 * h) put(y * width + x, interpolate(row, x, h, width, 1));
-    }
-    for (std::size_t y = h; y < height; y += 2 * h)
-      for (std::size_t x = 0; x < width; x += h) put(y * width + x, interpolate(from + x, y, h, height, std::ptrdiff_t(width)));
-  }
+  interpolation::for_each_level(from, width, height, [&](std::size_t i, std::int64_t prediction) {
+    to[i] = kInverse ? wrap_add(from[i], std::int32_t(prediction)) : wrap_sub(from[i], std::int32_t(prediction));
+  });
 }
 
-// The interpolation's residual at (x, y) from the original plane, on its own: the level of the
-// position is the lowest set bit h of x | y, along the row where y is a multiple of 2h, else along
-// the column (interpolation_levels' order).
+// The interpolation's residual at (x, y) from the original plane, on its own.
 inline std::int32_t interpolation_residual(const std::int32_t* p, std::size_t width, std::size_t height, std::size_t x,
                                            std::size_t y) {
-  const std::int32_t v = p[y * width + x];
-  if (x == 0 && y == 0) return v;
-  const std::size_t h = (x | y) & (~(x | y) + 1);
-  if ((y & h) == 0) return wrap_sub(v, interpolate(p + y * width, x, h, width, 1));
-  return wrap_sub(v, interpolate(p + x, y, h, height, std::ptrdiff_t(width)));
+  return wrap_sub(p[y * width + x], std::int32_t(interpolation::predict_at(p, width, height, x, y)));
 }
 
 bool known(PlaneTransform t) {
