@@ -19,12 +19,15 @@ import numpy as np
 from PIL import Image
 
 
-def sz3_bytes(sz3, frames, work, bound=2):
-    """SZ3's bytes over every channel and the largest error of its rounded decoding (ABS bound + 0.49)."""
+def sz3_bytes(sz3, frames, work, bound=2, stacked=False):
+    """SZ3's bytes over every channel and the largest error of its rounded decoding (ABS bound + 0.49).
+    Each channel as a (T,H,W) array, or with `stacked` as one 2-D image of the frames one below the
+    other (SZ3's 2-D interpolation, which can beat its 3-D levels on snapshots far apart in time)."""
     t, h, w, channels = frames.shape
     top = 255 if frames.itemsize == 1 else 65535
     total, max_error = 0, 0.0
-    dims = ["-3", str(w), str(h), str(t), "-M", "ABS", str(bound + 0.49)]
+    shape = ["-2", str(w), str(h * t)] if stacked else ["-3", str(w), str(h), str(t)]
+    dims = shape + ["-M", "ABS", str(bound + 0.49)]
     for c in range(channels):
         x = np.ascontiguousarray(frames[..., c]).astype(np.float32)
         x.tofile(f"{work}/in.f32")

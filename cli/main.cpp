@@ -234,6 +234,7 @@ CompressOptions coding_options(const cxxopts::ParseResult& args) {
   if (max) {
     compress.coding.zstd_win_level = 22;
     compress.coding.whole_gop_trials = true;
+    compress.coding.interpolate_every_plane = true;
   }
   compress.coding.adaptive_coder = coder == "best";
   compress.coding.lzma_coder = coder == "best";

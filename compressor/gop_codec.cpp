@@ -59,10 +59,17 @@ constexpr std::uint8_t kIntraPlane = 3;
 // Or this (chunk version 14, gray planes of lossless and uniform-tolerance modes, on any frame):
 // coded spatially by the interpolation transform (PlaneTransform::Interpolation) of its pixels'
 // bins, as an inter plane against a forecast of zeros; from version 15 a bounded one (tolerance
-// above 0) by the interpolation quantized in closed loop (codecs::quantize_plane_interpolated). A smooth field's planes, where the median's
-// pixel-by-pixel prediction leaves its curvature (docs/defaults.md, "Smooth fields: the gradient
-// and interpolation transforms, interpolated planes").
+// above 0) by the interpolation quantized in closed loop (codecs::quantize_plane_interpolated).
+// A smooth field's planes, where the median's pixel-by-pixel prediction leaves its curvature
+// (docs/defaults.md, "Smooth fields: the gradient and interpolation transforms, interpolated
+// planes", and "Interpolated planes quantized in closed loop").
 constexpr std::uint8_t kInterpolatedPlane = 6;
+// Or this (chunk version 15, gray planes of uniform tolerances above 0, on forecast frames): the
+// residual against the plane's forecast interpolated in closed loop, each pixel's prediction its
+// forecast plus the interpolation of the reconstructed residual (codecs::quantize_plane_interpolated
+// with a forecast); its forecast flags (0x10, 0x40) as an inter plane's. A smooth field whose
+// frames change slowly, where the residual is smoother than the frame.
+constexpr std::uint8_t kInterpolatedResidual = 7;
 // Added to the mode of an inter plane whose forecast is built per block (codecs/transform/forecast_blocks.hpp)
 // from the predictor's forecast and the previous frame; its map is in the chunk's map stream.
 constexpr std::uint8_t kBlockMapFlag = 0x10;
@@ -119,7 +126,7 @@ struct PlaneRecord {
 bool smooth_mode(const PlaneRecord& p) {
   const std::uint8_t base = p.mode & ~kModeFlags;
   return base == std::uint8_t(PlaneTransform::Gradient) || base == std::uint8_t(PlaneTransform::Interpolation) ||
-         base == kInterpolatedPlane;
+         base == kInterpolatedPlane || base == kInterpolatedResidual;
 }
 
 // Everything a GOP's chunk holds, before and after entropy coding.
@@ -286,7 +293,10 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
                        [&](const std::vector<PlaneRecord>& frame) { return std::any_of(frame.begin(), frame.end(), has); });
   };
   const bool smooth = any_plane(smooth_mode);
-  const bool closed = any_plane([](const PlaneRecord& p) { return (p.mode & ~kModeFlags) == kInterpolatedPlane && p.tolerance > 0; });
+  const bool closed = any_plane([](const PlaneRecord& p) {
+    const std::uint8_t base = p.mode & ~kModeFlags;
+    return (base == kInterpolatedPlane && p.tolerance > 0) || base == kInterpolatedResidual;
+  });
   const bool polyphase = any_plane([](const PlaneRecord& p) { return (p.mode & kPolyphaseFlag) != 0; });
   out.u8(closed ? kClosedInterpolationVersion : smooth ? kSmoothVersion : polyphase ? kPolyphaseVersion : kPolyphaseVersion - 1);
   out.u8(std::uint8_t(settings.quantizer));
@@ -585,7 +595,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   // quantizer's symbols; their forecast of zeros, symbols and reconstruction.
   const bool interpolated_planes = !colour && settings.smooth_modes && !settings.bound.pointwise();
   std::vector<std::uint16_t> zeros(interpolated_planes ? plane_size : 0, 0), zero_recon(zeros.size()), zero_literals;
-  std::vector<std::int32_t> zero_symbols(zeros.size()), inter_transformed(zeros.size());
+  std::vector<std::int32_t> zero_symbols(zeros.size()), inter_transformed(zeros.size()), residual_symbols(zeros.size());
+  std::vector<std::uint16_t> residual_recon(zeros.size());
   struct RelatedFrame {
     std::size_t t = 0, offset = 0;  // its planes' symbols start at s.symbols[offset], in storage order
     std::array<bool, 3> intra{};
@@ -1051,25 +1062,51 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
         mapped = false;
       }
     }
+    // A plane that keeps its forecast records how it was built: its coded motion (channel 0 stores
+    // the frame's vectors) or its per-block map.
+    const auto keep_forecast = [&](PlaneRecord& r) {
+      if (motion) {
+        r.mode |= kMotionFlag;
+        if (c == 0) s.motion.insert(s.motion.end(), motion_symbols.begin(), motion_symbols.end());
+      }
+      if (mapped) {
+        r.mode |= kBlockMapFlag;
+        s.block_maps.insert(s.block_maps.end(), block_map.begin(), block_map.end());
+      }
+    };
     // The plane coded as kInterpolatedPlane where the contexts' estimate of its symbols is below
     // that of `rival` (the symbols it would be stored as otherwise, after their transform): true if
     // it was. The order-0 estimates that choose transforms favour the interpolation, whose levels
     // lie interleaved in the rows the coder's contexts read (the bundled depth sample's key
     // frames: 24% larger by them).
     // Lossless, the interpolation transform of the pixels; bounded, the interpolation quantized in
-    // closed loop, whose symbols are stored as they are.
-    const auto interpolated = [&](std::span<const std::int32_t> rival) {
+    // closed loop, whose symbols are stored as they are, and where a `forecast` is given its
+    // residual interpolated in closed loop too (kInterpolatedResidual), the smallest kept.
+    const auto interpolated = [&](std::span<const std::int32_t> rival, std::span<const std::uint16_t> forecast = {}) {
       if (!interpolated_planes) return false;
       zero_literals.clear();
       const bool closed = !bound.lossless();
       if (closed) {
-        codecs::quantize_plane_interpolated(plane, shape.width, bound, zero_symbols, zero_recon);
+        codecs::quantize_plane_interpolated(plane, {}, shape.width, bound, zero_symbols, zero_recon);
       } else {
         codecs::quantize_plane(plane, zeros, bound, zero_symbols, zero_recon, zero_literals);
         codecs::forward_transform(PlaneTransform::Interpolation, zero_symbols, shape.width, transformed);
       }
       const std::span<const std::int32_t> stored = closed ? std::span<const std::int32_t>(zero_symbols) : transformed;
-      if (codecs::estimate_context_cost(stored, shape.width) >= codecs::estimate_context_cost(rival, shape.width)) return false;
+      const std::uint64_t rival_cost = codecs::estimate_context_cost(rival, shape.width);
+      const std::uint64_t own_cost = codecs::estimate_context_cost(stored, shape.width);
+      if (closed && !forecast.empty()) {
+        codecs::quantize_plane_interpolated(plane, forecast, shape.width, bound, residual_symbols, residual_recon);
+        if (codecs::estimate_context_cost(residual_symbols, shape.width) < std::min(rival_cost, own_cost)) {
+          record.mode = kInterpolatedResidual;
+          keep_forecast(record);
+          std::copy(residual_recon.begin(), residual_recon.end(), recon.begin());
+          put_symbols(s, c, residual_symbols, false,
+                      codecs::TransformChoice{PlaneTransform::None, codecs::estimate_cost(residual_symbols, shape.width)}, record);
+          return true;
+        }
+      }
+      if (own_cost >= rival_cost) return false;
       const auto choice = closed ? codecs::TransformChoice{PlaneTransform::None, codecs::estimate_cost(zero_symbols, shape.width)}
                                  : codecs::TransformChoice{PlaneTransform::Interpolation,
                                                            codecs::estimate_interpolation_cost(zero_symbols, shape.width)};
@@ -1091,14 +1128,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       codecs::IntervalRuns runs;
       codecs::interval_quantize(plane, forecast, bound, runs, recon);
       record.run_count = runs.values.size();
-      if (motion) {
-        record.mode |= kMotionFlag;
-        if (c == 0) s.motion.insert(s.motion.end(), motion_symbols.begin(), motion_symbols.end());
-      }
-      if (mapped) {
-        record.mode |= kBlockMapFlag;
-        s.block_maps.insert(s.block_maps.end(), block_map.begin(), block_map.end());
-      }
+      keep_forecast(record);
       s.run_values.insert(s.run_values.end(), runs.values.begin(), runs.values.end());
       s.run_lengths.insert(s.run_lengths.end(), runs.lengths.begin(), runs.lengths.end());
     } else {
@@ -1128,7 +1158,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
         codecs::forward_transform(inter.transform, plane_symbols, shape.width, inter_transformed);
         return inter_transformed;
       };
-      if (smooth && interpolated_planes && interpolated(as_stored())) {
+      if ((smooth || (settings.interpolate_every_plane && !bound.lossless())) && interpolated_planes &&
+          interpolated(as_stored(), forecast)) {
         // coded
       } else if (intra_cost < inter.cost) {
         record.mode = kIntraPlane;
@@ -1137,14 +1168,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
         s.literals.insert(s.literals.end(), intra_literals.begin(), intra_literals.end());
       } else {
         record.mode = std::uint8_t(inter.transform);
-        if (motion) {
-          record.mode |= kMotionFlag;
-          if (c == 0) s.motion.insert(s.motion.end(), motion_symbols.begin(), motion_symbols.end());
-        }
-        if (mapped) {
-          record.mode |= kBlockMapFlag;
-          s.block_maps.insert(s.block_maps.end(), block_map.begin(), block_map.end());
-        }
+        keep_forecast(record);
         put_symbols(s, c, plane_symbols, false, inter, record);
         s.literals.insert(s.literals.end(), inter_literals.begin(), inter_literals.end());
       }
@@ -1337,6 +1361,9 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
             in.fail("a smooth plane mode (gradient, interpolation, interpolated) in a chunk before version 14");
           if (base == kInterpolatedPlane && (shape.channels > 1 || (plane.mode & (kBlockMapFlag | kMotionFlag))))
             in.fail("an interpolated plane in colour, or with a forecast map or motion");
+        } else if (base == kInterpolatedResidual) {
+          if (version < kClosedInterpolationVersion) in.fail("an interpolated residual in a chunk before version 15");
+          if (shape.channels > 1 || plane.tolerance == 0) in.fail("an interpolated residual in colour, or lossless");
         } else if (base > kIntraPlane) {
           in.fail("unknown plane mode");
         }
@@ -1574,8 +1601,11 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         if (done) done(g, t, k, 0, out);
         continue;
       }
-      if (interpolated && plane.tolerance > 0 && s.version >= kClosedInterpolationVersion) {  // gray: no channel reference
-        codecs::dequantize_plane_interpolated(plane_symbols, shape.width, bound, out);
+      const bool closed = (interpolated && plane.tolerance > 0 && s.version >= kClosedInterpolationVersion) ||
+                          (plane.mode & ~kModeFlags) == kInterpolatedResidual;
+      if (closed) {  // gray: no channel reference
+        codecs::dequantize_plane_interpolated(plane_symbols, interpolated ? std::span<const std::uint16_t>() : plane_forecast,
+                                              shape.width, bound, out);
         sums.swap(plane_symbols);
         if (done) done(g, t, k, 0, out);
         continue;

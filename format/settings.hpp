@@ -47,6 +47,12 @@ struct CodingSettings {
   // a smooth transform). Chunk version 14; a GOP that takes any is coded without them too and the
   // smaller kept (compressor/gop_codec.cpp, kInterpolatedPlane).
   bool smooth_modes = true;
+  // Encoder only, bounded gray planes with smooth_modes: the interpolation in closed loop, of the
+  // plane's pixels and of its residual (kInterpolatedResidual, chunk version 15), weighed on every
+  // forecast plane; false: only where the residual took a smooth transform. True with --profile
+  // max: smooth fields 3-9% smaller at a bound, bounded gray video 15-40% slower to encode
+  // (docs/defaults.md, "Interpolated planes quantized in closed loop").
+  bool interpolate_every_plane = false;
   // Encoder only: a plane may store its symbols in the polyphase layout
   // (codecs/transform/polyphase.hpp) where the contexts' estimate says so (chunk version 13).
   bool polyphase = true;

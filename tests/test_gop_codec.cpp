@@ -304,13 +304,14 @@ TEST_CASE("smooth fields take the gradient and interpolation transforms and inte
         // Version 15 where a bounded plane is interpolated (quantized in closed loop), 14 lossless.
         const bool lossless = bound.mode == BoundMode::Lossless;
         REQUIRE(chunk[0] == (allowed ? (lossless ? 14 : 15) : 12));
-        // Plane modes: 4 the gradient, 5 the interpolation of the residual, 6 an interpolated plane.
-        // The key frame's own pixels interpolate best; with fast waves the later frames' too.
+        // Plane modes: 4 the gradient, 5 the interpolation of the residual, 6 an interpolated plane,
+        // 7 (bounded) the residual interpolated in closed loop. The key frame's own pixels
+        // interpolate best; with fast waves the later frames' too.
         std::vector<std::uint8_t> modes;
         for (const std::size_t offset : gray_mode_offsets(chunk)) modes.push_back(chunk[offset] & 0x0f);
         CHECK((modes[0] == 6) == allowed);
         const auto later = [&](std::uint8_t m) { return std::count(modes.begin() + 1, modes.end(), m); };
-        if (speed < 1) CHECK((later(4) + later(5) > 0) == allowed);
+        if (speed < 1) CHECK((later(4) + later(5) + later(7) > 0) == allowed);
         if (speed > 1) CHECK((later(6) > 0) == allowed);
         const std::span<const std::uint8_t> chunks[] = {chunk};
         const std::size_t counts[] = {frames.size()};
@@ -327,12 +328,17 @@ TEST_CASE("smooth fields take the gradient and interpolation transforms and inte
         CHECK_THROWS_WITH(decode_gops(*predictor, shape, older_chunks, counts, settings),
                           Catch::Contains("in a chunk before version 14"));
         // Version 14 read bounded interpolated planes as the interpolation transform of their bins:
-        // such a chunk decodes, to other pixels (each version's planes are their own).
+        // such a chunk decodes, to other pixels (each version's planes are their own); it had no
+        // mode 7, which it refuses.
         if (!lossless) {
           std::vector<std::uint8_t> open_loop = chunk;
           open_loop[0] = 14;
           const std::span<const std::uint8_t> open_chunks[] = {open_loop};
-          CHECK(decode_gops(*predictor, shape, open_chunks, counts, settings)[0] != encoded[0].reconstruction);
+          if (later(7) > 0)
+            CHECK_THROWS_WITH(decode_gops(*predictor, shape, open_chunks, counts, settings),
+                              Catch::Contains("an interpolated residual in a chunk before version 15"));
+          else
+            CHECK(decode_gops(*predictor, shape, open_chunks, counts, settings)[0] != encoded[0].reconstruction);
         }
         // An interpolated plane has no forecast to move: motion on it is refused.
         std::vector<std::uint8_t> moved = chunk;
@@ -347,6 +353,47 @@ TEST_CASE("smooth fields take the gradient and interpolation transforms and inte
       CHECK(bytes[1] * 10 < bytes[0] * 9);
     }
   }
+}
+
+TEST_CASE("bounded forecast planes interpolate their residual in closed loop where it pays (chunk version 15), exactly",
+          "[gop][transform]") {
+  // Waves that drift slowly: a frame's residual against the one before is a smoother surface than
+  // the frame itself, and its interpolation in closed loop (plane mode 7) codes it where the
+  // interpolation is weighed on every bounded forecast plane (--profile max).
+  const FrameShape shape{64, 48, 1, 65535};
+  const auto predictor = make_classical_predictor("previous");
+  const auto frames = wave_field(shape, 6, 0.05);
+  CodingSettings settings;
+  settings.bound = ErrorBound{BoundMode::Abs, 16, 0};
+  settings.pixel_chunks = false;
+  settings.interpolate_every_plane = true;
+  const GopFrames* gops[] = {&frames};
+  const auto encoded = encode_gops(*predictor, shape, gops, settings);
+  const auto& chunk = encoded[0].bytes;
+  REQUIRE(chunk[0] == 15);
+  std::vector<std::uint8_t> modes;
+  for (const std::size_t offset : gray_mode_offsets(chunk)) modes.push_back(chunk[offset] & 0x0f);
+  CHECK(std::count(modes.begin() + 1, modes.end(), std::uint8_t{7}) > 0);
+  const std::span<const std::uint8_t> chunks[] = {chunk};
+  const std::size_t counts[] = {frames.size()};
+  const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings);
+  REQUIRE(decoded[0] == encoded[0].reconstruction);
+  check_bound(settings.bound, shape, frames, decoded[0]);
+  // Without the weighing, and without the smooth modes, the GOP is larger.
+  CodingSettings gated = settings, none = settings;
+  gated.interpolate_every_plane = false;
+  none.smooth_modes = false;
+  const auto gated_size = encode_gops(*predictor, shape, gops, gated)[0].bytes.size();
+  const auto none_size = encode_gops(*predictor, shape, gops, none)[0].bytes.size();
+  INFO("weighed everywhere " << chunk.size() << " bytes, gated " << gated_size << ", without smooth modes " << none_size);
+  CHECK(chunk.size() < gated_size);
+  CHECK(chunk.size() < none_size);
+  // A chunk that claims version 14 had no mode 7: refused; a lossless plane cannot take it.
+  std::vector<std::uint8_t> older = chunk;
+  older[0] = 14;
+  const std::span<const std::uint8_t> older_chunks[] = {older};
+  CHECK_THROWS_WITH(decode_gops(*predictor, shape, older_chunks, counts, settings),
+                    Catch::Contains("an interpolated residual in a chunk before version 15"));
 }
 
 TEST_CASE("classical predictors forecast what they promise", "[predictor]") {

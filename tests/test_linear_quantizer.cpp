@@ -415,18 +415,24 @@ TEST_CASE("interpolated planes quantized in closed loop: every pixel within the 
           const double v = double(max_value) * (0.2 + bowl / 4000 + 0.3 * std::sin(0.2 * double(x) + 0.1 * double(y))) + noise(rng);
           plane[y * w + x] = std::uint16_t(std::clamp(v, 0.0, double(max_value)));
         }
+      // Against no forecast (the pixels interpolated) and against a forecast near the plane (its
+      // residual interpolated), some of it far off.
+      const auto forecast = noisy_forecast(plane, max_value, std::uint32_t(w + h));
       for (const std::uint32_t e : {1u, 2u, 16u, 20000u}) {
-        INFO(w << "x" << h << " max " << max_value << " e " << e);
-        const PlaneBound bound{e, 0, max_value};
-        std::vector<std::int32_t> symbols(plane.size());
-        std::vector<std::uint16_t> recon(plane.size()), decoded(plane.size());
-        quantize_plane_interpolated(plane, w, bound, symbols, recon);
-        for (std::size_t i = 0; i < plane.size(); ++i) {
-          REQUIRE(std::abs(int(recon[i]) - int(plane[i])) <= int(e));
-          REQUIRE(recon[i] <= max_value);
+        for (const bool against : {false, true}) {
+          INFO(w << "x" << h << " max " << max_value << " e " << e << (against ? " with a forecast" : ""));
+          const PlaneBound bound{e, 0, max_value};
+          const std::span<const std::uint16_t> f = against ? std::span<const std::uint16_t>(forecast) : std::span<const std::uint16_t>();
+          std::vector<std::int32_t> symbols(plane.size());
+          std::vector<std::uint16_t> recon(plane.size()), decoded(plane.size());
+          quantize_plane_interpolated(plane, f, w, bound, symbols, recon);
+          for (std::size_t i = 0; i < plane.size(); ++i) {
+            REQUIRE(std::abs(int(recon[i]) - int(plane[i])) <= int(e));
+            REQUIRE(recon[i] <= max_value);
+          }
+          dequantize_plane_interpolated(symbols, f, w, bound, decoded);
+          REQUIRE(decoded == recon);
         }
-        dequantize_plane_interpolated(symbols, w, bound, decoded);
-        REQUIRE(decoded == recon);
       }
     }
   }
@@ -438,14 +444,15 @@ TEST_CASE("interpolated planes quantized in closed loop: every pixel within the 
   const PlaneBound bound{16, 0, 65535};
   std::vector<std::int32_t> symbols(field.size());
   std::vector<std::uint16_t> recon(field.size());
-  quantize_plane_interpolated(field, w, bound, symbols, recon);
+  quantize_plane_interpolated(field, {}, w, bound, symbols, recon);
   CHECK(std::count(symbols.begin(), symbols.end(), 0) > std::ptrdiff_t(field.size() * 9 / 10));
   // Any symbols (a damaged stream's) decode to pixels in range; a pointwise bound is refused.
   std::mt19937 rng(7);
   for (auto& s : symbols) s = std::int32_t(rng());
   std::vector<std::uint16_t> decoded(field.size());
-  dequantize_plane_interpolated(symbols, w, PlaneBound{3, 0, 1000}, decoded);
+  dequantize_plane_interpolated(symbols, {}, w, PlaneBound{3, 0, 1000}, decoded);
   CHECK(*std::max_element(decoded.begin(), decoded.end()) <= 1000);
-  CHECK_THROWS(dequantize_plane_interpolated(symbols, w, PlaneBound{0, 0.1, 65535}, decoded));
-  CHECK_THROWS(quantize_plane_interpolated(field, w + 1, bound, symbols, recon));
+  CHECK_THROWS(dequantize_plane_interpolated(symbols, {}, w, PlaneBound{0, 0.1, 65535}, decoded));
+  CHECK_THROWS(quantize_plane_interpolated(field, {}, w + 1, bound, symbols, recon));
+  CHECK_THROWS(quantize_plane_interpolated(field, std::vector<std::uint16_t>(7), w, bound, symbols, recon));
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
+#include <type_traits>
 
 #include "codecs/codec_error.hpp"
 #include "codecs/transform/wavefront.hpp"
@@ -462,33 +463,58 @@ void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std
     if (!quantizer.reconstruct(symbols[i], forecast[i], recon[i])) recon[i] = literals.next();
 }
 
-void quantize_plane_interpolated(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
-                                 std::span<std::int32_t> symbols, std::span<std::uint16_t> recon) {
+namespace {
+
+// The closed loop of interpolated planes: in the levels' order, each position's prediction from
+// the reconstructed residuals before it (the pixel less the forecast; without a forecast, the
+// pixel) added to its forecast and clamped to the pixel range; `code(i, prediction)` returns the
+// position's bin. Writes the reconstruction to `recon`.
+template <class Code>
+void interpolated_closed_loop(std::span<const std::uint16_t> forecast, std::size_t width, std::size_t height,
+                              const PlaneBound& bound, std::span<std::uint16_t> recon, Code&& code) {
+  const std::int64_t w = 2 * std::int64_t(bound.tolerance) + 1, max_value = bound.max_value;
+  const auto closed = [&](auto* residual, auto forecast_at) {
+    interpolation::for_each_level(residual, width, height, [&](std::size_t i, std::int64_t prediction) {
+      const std::int64_t f = forecast_at(i);
+      const std::int64_t p = std::clamp<std::int64_t>(f + prediction, 0, max_value);
+      const std::int64_t y = std::clamp<std::int64_t>(p + std::int64_t(code(i, p)) * w, 0, max_value);
+      recon[i] = std::uint16_t(y);
+      residual[i] = std::remove_reference_t<decltype(*residual)>(y - f);
+    });
+  };
+  if (forecast.empty()) return closed(recon.data(), [](std::size_t) { return std::int64_t{0}; });
+  std::vector<std::int32_t> residual(recon.size());
+  closed(residual.data(), [&](std::size_t i) { return std::int64_t(forecast[i]); });
+}
+
+void check_interpolated(std::size_t size, std::span<const std::uint16_t> forecast, std::size_t width, const PlaneBound& bound) {
+  if (width == 0 || size % width != 0) throw CodecError("plane size is not a multiple of its width");
+  if (!forecast.empty() && forecast.size() != size) throw CodecError("plane buffers differ in size");
+  if (bound.pointwise_rel > 0) throw std::invalid_argument("interpolated planes: a pointwise bound");
+}
+
+}  // namespace
+
+void quantize_plane_interpolated(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
+                                 std::size_t width, const PlaneBound& bound, std::span<std::int32_t> symbols,
+                                 std::span<std::uint16_t> recon) {
   check_sizes(plane.size(), symbols.size(), recon.size());
-  if (width == 0 || plane.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
-  if (bound.pointwise_rel > 0) throw std::invalid_argument("quantize_plane_interpolated: a pointwise bound");
-  const std::int32_t e = std::int32_t(bound.tolerance), w = 2 * e + 1, max_value = std::int32_t(bound.max_value);
+  check_interpolated(plane.size(), forecast, width, bound);
+  const std::int32_t e = std::int32_t(bound.tolerance);
   const UniformBins bins(bound.tolerance);
   const bool exact = UniformBins::exact(bound.tolerance);
-  interpolation::for_each_level(recon.data(), width, plane.size() / width, [&](std::size_t i, std::int64_t prediction) {
-    const auto f = std::int32_t(std::clamp<std::int64_t>(prediction, 0, max_value));
-    const std::int32_t r = std::int32_t(plane[i]) - f;
-    const std::int32_t q = exact ? bins.bin(r) : bin_index(r, e);
-    symbols[i] = q;
-    recon[i] = std::uint16_t(std::clamp(std::int64_t(f) + std::int64_t(q) * w, std::int64_t{0}, std::int64_t{max_value}));
+  interpolated_closed_loop(forecast, width, plane.size() / width, bound, recon, [&](std::size_t i, std::int64_t p) {
+    const std::int32_t r = std::int32_t(plane[i]) - std::int32_t(p);
+    return symbols[i] = exact ? bins.bin(r) : bin_index(r, e);
   });
 }
 
-void dequantize_plane_interpolated(std::span<const std::int32_t> symbols, std::size_t width, const PlaneBound& bound,
-                                   std::span<std::uint16_t> recon) {
+void dequantize_plane_interpolated(std::span<const std::int32_t> symbols, std::span<const std::uint16_t> forecast,
+                                   std::size_t width, const PlaneBound& bound, std::span<std::uint16_t> recon) {
   check_sizes(symbols.size(), recon.size(), recon.size());
-  if (width == 0 || symbols.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
-  if (bound.pointwise_rel > 0) throw std::invalid_argument("dequantize_plane_interpolated: a pointwise bound");
-  const std::int64_t w = 2 * std::int64_t(bound.tolerance) + 1, max_value = bound.max_value;
-  interpolation::for_each_level(recon.data(), width, symbols.size() / width, [&](std::size_t i, std::int64_t prediction) {
-    const std::int64_t f = std::clamp<std::int64_t>(prediction, 0, max_value);
-    recon[i] = std::uint16_t(std::clamp<std::int64_t>(f + std::int64_t(symbols[i]) * w, 0, max_value));
-  });
+  check_interpolated(symbols.size(), forecast, width, bound);
+  interpolated_closed_loop(forecast, width, symbols.size() / width, bound, recon,
+                           [&](std::size_t i, std::int64_t) { return symbols[i]; });
 }
 
 void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,

@@ -107,13 +107,16 @@ void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t w
 // already reconstructed, the prediction clamped to the pixel range, its residual's bin the symbol
 // and the reconstruction prediction + bin (2e + 1) clamped again. On smooth fields the bins of the
 // pixels themselves are a staircase whose steps the interpolation cannot predict; closed loop they
-// are mostly 0 (docs/defaults.md, "Smooth fields: the gradient and interpolation transforms,
-// interpolated planes"). The whole plane at once, in the levels' order: scalar.
-void quantize_plane_interpolated(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
-                                 std::span<std::int32_t> symbols, std::span<std::uint16_t> recon);
+// are mostly 0 (docs/defaults.md, "Interpolated planes quantized in closed loop"). With a
+// `forecast` (not empty) the interpolation is of the residual: each pixel's prediction is its
+// forecast plus the interpolation of the reconstructed pixels less their forecasts. The whole
+// plane at once, in the levels' order: scalar.
+void quantize_plane_interpolated(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
+                                 std::size_t width, const PlaneBound& bound, std::span<std::int32_t> symbols,
+                                 std::span<std::uint16_t> recon);
 // Its inverse; any symbols (a damaged stream's) give pixels in range.
-void dequantize_plane_interpolated(std::span<const std::int32_t> symbols, std::size_t width, const PlaneBound& bound,
-                                   std::span<std::uint16_t> recon);
+void dequantize_plane_interpolated(std::span<const std::int32_t> symbols, std::span<const std::uint16_t> forecast,
+                                   std::size_t width, const PlaneBound& bound, std::span<std::uint16_t> recon);
 
 // An estimate of quantize_plane_intra's symbols at a quarter of its cost: the rows that
 // codecs::estimate_cost samples (cost_sample_step), each pixel forecast from its *original*
