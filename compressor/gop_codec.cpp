@@ -122,7 +122,7 @@ struct PlaneRecord {
   std::uint64_t run_count = 0;  // interval-quantized planes only
 };
 
-// A plane in one of the smooth modes (chunk version 14).
+// A plane in one of the smooth modes (chunk versions 14 and 15).
 bool smooth_mode(const PlaneRecord& p) {
   const std::uint8_t base = p.mode & ~kModeFlags;
   return base == std::uint8_t(PlaneTransform::Gradient) || base == std::uint8_t(PlaneTransform::Interpolation) ||
@@ -285,7 +285,7 @@ using ChunkRival = std::function<std::size_t()>;
 std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, const CodingSettings& settings,
                                     std::uint8_t choice, ChunkStats& stats, const ChunkRival& rival = {}) {
   ByteWriter out;
-  // The version a reader needs: 15 only where a bounded plane is interpolated, 14 where a plane
+  // The version a reader needs: 15 only where a bounded plane is interpolated (modes 6 and 7), 14 where a plane
   // takes a smooth mode, 13 where one takes the polyphase layout, so that chunks without them stay
   // readable by older readers.
   const auto any_plane = [&](auto&& has) {
