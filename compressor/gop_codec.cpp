@@ -1120,7 +1120,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     if (forecast.empty()) {
       intra_literals.clear();
       codecs::quantize_plane_intra(plane, shape.width, bound, plane_symbols, recon, intra_literals);
-      if (!interpolated_planes || !interpolated(plane_symbols)) {
+      if (!interpolated(plane_symbols)) {
         put_symbols(s, c, plane_symbols, true, std::nullopt, record);
         s.literals.insert(s.literals.end(), intra_literals.begin(), intra_literals.end());
       }
@@ -1158,6 +1158,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
         codecs::forward_transform(inter.transform, plane_symbols, shape.width, inter_transformed);
         return inter_transformed;
       };
+      // (interpolated_planes first: as_stored() transforms the residual.)
       if ((smooth || (settings.interpolate_every_plane && !bound.lossless())) && interpolated_planes &&
           interpolated(as_stored(), forecast)) {
         // coded

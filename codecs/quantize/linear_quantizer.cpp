@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "codecs/buffer_pool.hpp"
 #include "codecs/codec_error.hpp"
 #include "codecs/transform/wavefront.hpp"
 #include "codecs/quantize/error_bound.hpp"
@@ -483,7 +484,7 @@ void interpolated_closed_loop(std::span<const std::uint16_t> forecast, std::size
     });
   };
   if (forecast.empty()) return closed(recon.data(), [](std::size_t) { return std::int64_t{0}; });
-  std::vector<std::int32_t> residual(recon.size());
+  std::vector<std::int32_t, BufferAllocator<std::int32_t>> residual(recon.size());  // pooled, written before read
   closed(residual.data(), [&](std::size_t i) { return std::int64_t(forecast[i]); });
 }
 
