@@ -353,11 +353,113 @@ template <std::uint32_t W>
     }
   return sum_lanes32(acc);
 }
+
+std::uint32_t context_shift(std::int32_t offset);
+
+[[gnu::target("avx2")]] inline __m256i load(const std::int32_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); }
+[[gnu::target("avx2")]] inline __m256i magnitude(const std::int32_t* q) { return _mm256_abs_epi32(load(q)); }
+
+// context_residuals where every neighbour is read (the area and its margin inside the plane), W + 2
+// columns a row: W of them eight at a time, the last two one by one.
+template <std::uint32_t W>
+[[gnu::target("avx2")]] void context_residuals_avx2(const std::uint16_t* in, std::uint32_t width, std::uint32_t h,
+                                                   const std::uint16_t* f, std::size_t stride, std::int32_t* s) {
+  for (std::uint32_t y = 0; y <= h; ++y, in += width, f += stride, s += W + 2) {
+    for (std::uint32_t x = 0; x < W; x += 8) {
+      const __m256i a = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + x)));
+      const __m256i b = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(f + x)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + x), _mm256_sub_epi32(a, b));
+    }
+    s[W] = int(in[W]) - int(f[W]);
+    s[W + 1] = int(in[W + 1]) - int(f[W + 1]);
+  }
+}
+
+// context_bits_portable, 8 residuals a step: the activity from four unaligned loads, its class by
+// comparisons with the classes' bounds, each price gathered as the low byte of the four at it.
+template <std::uint32_t W>
+[[gnu::target("avx2")]] std::uint64_t context_bits_avx2(const std::int32_t* s, std::uint32_t h, const ResidualBits& table) {
+  constexpr std::uint32_t row = W + 2;
+  const __m128i shift = _mm_cvtsi32_si128(int(context_shift(table.offset)));
+  const __m256i n = _mm256_set1_epi32(int(table.bits.size())), offset = _mm256_set1_epi32(table.offset);
+  const __m256i b0 = _mm256_setzero_si256(), b1 = _mm256_set1_epi32(2), b2 = _mm256_set1_epi32(5),
+                b3 = _mm256_set1_epi32(11), b4 = _mm256_set1_epi32(23), byte = _mm256_set1_epi32(0xff);
+  const int* prices = reinterpret_cast<const int*>(table.context_bits.data());
+  __m256i acc = _mm256_setzero_si256();
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < W; x += 8) {
+      const std::int32_t* up = s + y * row + x;  // the row above, from column x - 1
+      const std::int32_t* at = s + (y + 1) * row + x;  // this row, from column x - 1
+      __m256i activity = _mm256_add_epi32(_mm256_add_epi32(magnitude(at), magnitude(up)),
+                                          _mm256_add_epi32(magnitude(up + 1), magnitude(up + 2)));
+      activity = _mm256_srl_epi32(activity, shift);
+      // The class: how many bounds the activity passes (each comparison -1 where it does).
+      __m256i k = _mm256_add_epi32(_mm256_cmpgt_epi32(activity, b0), _mm256_cmpgt_epi32(activity, b1));
+      k = _mm256_add_epi32(k, _mm256_add_epi32(_mm256_cmpgt_epi32(activity, b2), _mm256_cmpgt_epi32(activity, b3)));
+      k = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(k, _mm256_cmpgt_epi32(activity, b4)));
+      const __m256i index = _mm256_add_epi32(_mm256_mullo_epi32(k, n), _mm256_add_epi32(load(at + 1), offset));
+      acc = _mm256_add_epi32(acc, _mm256_and_si256(_mm256_i32gather_epi32(prices, index, 1), byte));
+    }
+  return sum_lanes32(acc);
+}
 #endif
+
+// The residual contexts' activity shift: the data's bits beyond 8 (offset: the largest value).
+std::uint32_t context_shift(std::int32_t offset) { return std::uint32_t(std::max(0, int(std::bit_width(std::uint32_t(offset))) - 8)); }
+
+// The residuals over area r and around it (area_residual_bits: `margin`; 0 where a neighbour is
+// not read), rows of r.w + 2 from the row above r, column 0 the column left of r, into `s`.
+void context_residuals(const std::uint16_t* plane, std::uint32_t width, const Rect& r, const std::uint16_t* p,
+                       std::size_t stride, bool margin, std::int32_t* s) {
+  const std::uint32_t row = r.w + 2;
+  // The columns and rows of `s` read: those inside the plane where there is a margin, else r's own.
+  // (Column x is the plane's column r.x + x - 1, row y its row r.y + y - 1.)
+  const std::uint32_t x0 = margin && r.x >= 1 ? 0 : 1, y0 = margin && r.y >= 1 ? 0 : 1;
+  const std::uint32_t x1 = margin ? std::min<std::uint32_t>(row, width - r.x + 1) : r.w + 1;
+  if (x0 > 0 || y0 > 0 || x1 < row) std::fill(s, s + (r.h + 1) * row, 0);
+  for (std::uint32_t y = y0; y <= r.h; ++y) {
+    const std::uint16_t* in = plane + std::size_t(r.y + y - 1) * width + r.x - 1;
+    const std::uint16_t* f = p + (std::ptrdiff_t(y) - 1) * std::ptrdiff_t(stride) - 1;
+    for (std::uint32_t x = x0; x < x1; ++x) s[y * row + x] = int(in[x]) - int(f[x]);
+  }
+}
+
+// The table's context prices of the residuals of area r (context_residuals: `s`).
+std::uint64_t context_bits_portable(const std::int32_t* s, const Rect& r, const ResidualBits& table) {
+  const std::uint32_t row = r.w + 2, shift = context_shift(table.offset);
+  const std::size_t n = table.bits.size();
+  std::uint64_t sum = 0;
+  for (std::uint32_t y = 0; y < r.h; ++y)
+    for (std::uint32_t x = 0; x < r.w; ++x) {
+      const std::int32_t* up = s + y * row + x;        // the row above, from column x - 1
+      const std::int32_t* at = s + (y + 1) * row + x;  // this row, from column x - 1
+      const auto activity = std::uint32_t(std::abs(at[0]) + std::abs(up[0]) + std::abs(up[1]) + std::abs(up[2]));
+      sum += table.context_bits[residual_context(activity, shift) * n + std::size_t(at[1] + table.offset)];
+    }
+  return sum;
+}
 
 // The table's bits of the residual over area r; p: the forecast block, rows `stride` apart.
 std::uint64_t bits_of(std::span<const std::uint16_t> plane, std::uint32_t width, const Rect& r, const std::uint16_t* p,
-                      std::size_t stride, const ResidualBits& table, SimdPath path) {
+                      std::size_t stride, const ResidualBits& table, SimdPath path, bool margin = false) {
+  if (!table.context_bits.empty() && r.w <= kBlock && r.h <= kBlock) {
+    std::array<std::int32_t, (kBlock + 2) * (kBlock + 1)> residuals;
+#ifdef TEZIP_HAVE_AVX2_MOTION
+    if (path >= SimdPath::avx2 && (r.w == 16 || r.w == 8)) {
+      if (margin && r.x >= 1 && r.y >= 1 && r.x + r.w + 1 <= width) {
+        const std::uint16_t* in = plane.data() + std::size_t(r.y - 1) * width + r.x - 1;
+        const std::uint16_t* f = p - stride - 1;
+        if (r.w == 16) context_residuals_avx2<16>(in, width, r.h, f, stride, residuals.data());
+        else context_residuals_avx2<8>(in, width, r.h, f, stride, residuals.data());
+      } else {
+        context_residuals(plane.data(), width, r, p, stride, margin, residuals.data());
+      }
+      return r.w == 16 ? context_bits_avx2<16>(residuals.data(), r.h, table) : context_bits_avx2<8>(residuals.data(), r.h, table);
+    }
+#endif
+    context_residuals(plane.data(), width, r, p, stride, margin, residuals.data());
+    return context_bits_portable(residuals.data(), r, table);
+  }
   std::uint64_t sum = 0;
   const std::uint8_t* bits = table.bits.data() + table.offset;
   const std::uint16_t* row = plane.data() + std::size_t(r.y) * width + r.x;
@@ -515,8 +617,13 @@ class AreaSearch {
       if (std::find(candidates.begin(), candidates.begin() + i, v) != candidates.begin() + i) continue;
       std::size_t stride = 0;
       const std::uint16_t* p = forecast(v, stride);
-      const double c =
-          double(bits_of(plane_, f_.width, r_, p, stride, *bits_, path_)) + double(bits_->unit) * vector_bits(v, pred_);
+      // The residual contexts read the forecast one pixel around the block where it lies inside the
+      // reference (or a sub-pixel plane) there.
+      const int x0 = int(r_.x) + (v.x >> 2), y0 = int(r_.y) + (v.y >> 2);
+      const bool margin = stride == f_.width && x0 >= 1 && y0 >= 1 && x0 + int(r_.w) + 2 <= int(f_.width) &&
+                          y0 + int(r_.h) + 1 <= int(f_.height);
+      const double c = double(bits_of(plane_, f_.width, r_, p, stride, *bits_, path_, margin)) +
+                       double(bits_->unit) * vector_bits(v, pred_);
       if (c < best) best = c, chosen = v;
     }
     if (!(chosen == best_)) best_sad_ = sad_of(chosen);
@@ -727,9 +834,9 @@ constexpr std::array<int, 1> kQuarterStep{1};
 
 std::uint64_t area_residual_bits(std::span<const std::uint16_t> plane, std::uint32_t width, std::uint32_t x, std::uint32_t y,
                                  std::uint32_t w, std::uint32_t h, const std::uint16_t* forecast, std::size_t stride,
-                                 const ResidualBits& table, SimdPath path) {
+                                 const ResidualBits& table, SimdPath path, bool margin) {
   if (!simd_supported(path)) throw std::invalid_argument("area_residual_bits: this CPU cannot run the kernel path");
-  return bits_of(plane, width, Rect{x, y, w, h}, forecast, stride, table, path);
+  return bits_of(plane, width, Rect{x, y, w, h}, forecast, stride, table, path, margin);
 }
 
 namespace {
@@ -829,6 +936,52 @@ ResidualBits ResidualBits::measured(std::span<const std::uint32_t> counts, std::
   table.tolerance = prior.tolerance;
   table.bits.assign(prior.bits.size(), 0);
   for (std::int32_t r = -offset; r <= offset; ++r) table.bits[std::size_t(r + offset)] = price[std::size_t(bin(r) + bins)];
+  return table;
+}
+
+std::size_t residual_context(std::uint32_t activity, std::uint32_t shift) {
+  const std::uint32_t m = activity >> shift;
+  return m == 0 ? 0 : m <= 2 ? 1 : m <= 5 ? 2 : m <= 11 ? 3 : m <= 23 ? 4 : 5;
+}
+
+ResidualBits ResidualBits::measured_in_contexts(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
+                                                std::uint32_t width, const ResidualBits& prior) {
+  if (prior.tolerance != 0) throw std::invalid_argument("ResidualBits::measured_in_contexts: a lossless prior only");
+  if (width == 0 || plane.size() != forecast.size() || plane.size() % width != 0) return measured(plane, forecast, prior);
+  const std::size_t bins = 2 * std::size_t(prior.offset) + 1, n = prior.bits.size();
+  const std::uint32_t shift = context_shift(prior.offset);
+  // Magnitudes of the row above and of this row (column x at x + 1), and this row's count indices
+  // (context k, residual r: k * bins + r + offset), counted by a Histogram of its four copies.
+  std::vector<std::int32_t> above(width + 2, 0), current(width + 2, 0);
+  std::vector<std::uint32_t> index(width);
+  const std::uint32_t offset = std::uint32_t(prior.offset);
+  Histogram counted(kResidualContexts * bins);
+  for (std::size_t y = 0; y < plane.size() / width; ++y) {
+    const std::uint16_t* in = plane.data() + y * width;
+    const std::uint16_t* f = forecast.data() + y * width;
+    for (std::uint32_t x = 0; x < width; ++x) current[x + 1] = std::abs(int(in[x]) - int(f[x]));
+    for (std::uint32_t x = 0; x < width; ++x) {
+      // residual_context as a sum of comparisons, so that the loop vectorizes.
+      const std::uint32_t m = std::uint32_t(current[x] + above[x] + above[x + 1] + above[x + 2]) >> shift;
+      const std::uint32_t k = (m > 0) + (m > 2) + (m > 5) + (m > 11) + (m > 23);
+      index[x] = k * std::uint32_t(bins) + std::uint32_t(in[x]) + offset - std::uint32_t(f[x]);
+    }
+    counted.add(width, [&](std::size_t x) { return index[x]; });
+    above.swap(current);
+  }
+  const std::vector<std::uint32_t> counts = counted.total();
+  std::array<std::uint64_t, kResidualContexts> totals{};
+  // The plane's own prices (measured) from the same counts, every context's summed.
+  std::vector<std::uint32_t> all(bins, 0);
+  for (std::size_t k = 0; k < kResidualContexts; ++k)
+    for (std::size_t b = 0; b < bins; ++b) all[b] += counts[k * bins + b], totals[k] += counts[k * bins + b];
+  ResidualBits table = measured(all, plane.size(), prior);
+  table.context_bits.assign(kResidualContexts * n, 0);
+  for (std::size_t k = 0; k < kResidualContexts; ++k) {
+    const ResidualBits in_context =
+        measured(std::span<const std::uint32_t>(counts).subspan(k * bins, bins), totals[k], prior);
+    std::copy(in_context.bits.begin(), in_context.bits.end(), table.context_bits.begin() + std::ptrdiff_t(k * n));
+  }
   return table;
 }
 
@@ -978,7 +1131,10 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
       search_pass(plane, reference, subpel, hint, bits, lambda, nullptr, max_value, path, first);
       compensate(first.field, reference, forecast, max_value, path);
     }
-    measured = ResidualBits::measured(plane, forecast, *bits);
+    // Lossless residuals are priced in their contexts, as the coder codes them (docs/defaults.md,
+    // "Residual prices in context"); bins of a bound by one table.
+    measured = bits->tolerance == 0 ? ResidualBits::measured_in_contexts(plane, forecast, width, *bits)
+                                    : ResidualBits::measured(plane, forecast, *bits);
     bits = &measured;
   }
   const PassResult first = search_pass(plane, reference, subpel, hint, bits, lambda, nullptr, max_value, path, result);

@@ -66,6 +66,11 @@ struct ResidualBits {
   bool lossless = false;     // uniform(max, 0): bits[r] is value_bits(r), which kernels compute without the table
   std::uint32_t unit = 1;    // entries per bit
   std::uint32_t tolerance = 0;
+  // Empty, or kResidualContexts tables of bits.size() entries each (lossless residuals): the price
+  // of r in context k at context_bits[k * bits.size() + r + offset], k the class of the activity
+  // of r's causal neighbours (residual_context). The coder codes each residual in a context of its
+  // neighbours' magnitudes; these prices let the search see that too.
+  std::vector<std::uint8_t> context_bits;
   // Residuals coded as they are (lossless), or in bins of 2 * tolerance + 1 (uniform bounds), each
   // bin priced as an Elias-gamma-like code of its index (1 bit for 0, 3 for +-1, 5 for +-2 and +-3...).
   static ResidualBits uniform(std::uint32_t max_value, std::uint32_t tolerance);
@@ -77,7 +82,17 @@ struct ResidualBits {
   // The same from counts of residuals already made: counts[r + prior.offset], each r in
   // [-offset, offset]; `total` their sum.
   static ResidualBits measured(std::span<const std::uint32_t> counts, std::uint64_t total, const ResidualBits& prior);
+  // measured(plane, forecast, prior), and context_bits measured the same way within each context
+  // of the residual (planes `width` wide). `prior` must be lossless (tolerance 0).
+  static ResidualBits measured_in_contexts(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
+                                           std::uint32_t width, const ResidualBits& prior);
 };
+
+// The contexts of ResidualBits::context_bits: the activity of a residual is the sum of the
+// magnitudes of its left, upper, upper-left and upper-right neighbours (0 outside the plane),
+// shifted right by the data's bits beyond 8, in classes 0, 1-2, 3-5, 6-11, 12-23 and 24 or more.
+inline constexpr std::size_t kResidualContexts = 6;
+std::size_t residual_context(std::uint32_t activity, std::uint32_t shift);
 
 // Which prices the search decides by: the table as given, or (ResidualBits::measured) its bins
 // priced by the residual the hint's field leaves in this plane (where there is no hint, the field
@@ -90,9 +105,13 @@ enum class ResidualPrices : std::uint8_t { table, measured };
 // The estimated bits of the residual plane - forecast over the area (x, y, w, h) of a plane `width`
 // wide, `forecast` the area's forecast with rows `stride` apart: what the search settles blocks by
 // (the sum of `table`'s entries). The same on every kernel path (the lossless table's is computed).
+// With context_bits, each residual priced in its context; its neighbours outside the area are those
+// of the forecast extended where `margin` (the forecast may be read one pixel left of the area,
+// above it and right of it: forecast[-1 - stride] to forecast[w - stride], forecast[-1 + y * stride]
+// and forecast[w + y * stride]), else 0, and 0 outside the plane.
 std::uint64_t area_residual_bits(std::span<const std::uint16_t> plane, std::uint32_t width, std::uint32_t x, std::uint32_t y,
                                  std::uint32_t w, std::uint32_t h, const std::uint16_t* forecast, std::size_t stride,
-                                 const ResidualBits& table, SimdPath path = simd_path());
+                                 const ResidualBits& table, SimdPath path = simd_path(), bool margin = false);
 
 // Searches `plane` against `reference` (both width x height). `hint` (may be null) is the field of
 // the previous frame of the same plane: its vectors are candidates. Without `bits` (null), SAD
