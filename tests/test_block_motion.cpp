@@ -709,7 +709,12 @@ TEST_CASE("residual prices in context are the same sum on every kernel path", "[
     noisy(plane), noisy(forecast);
     const auto table = ResidualBits::measured_in_contexts(plane, forecast, width, ResidualBits::uniform(max_value, 0));
     REQUIRE(table.context_bits.size() == kResidualContexts * table.bits.size());
-    const std::uint32_t shift = std::max(0, int(std::bit_width(max_value)) - 8);
+    // The activity's shift from the residual's mean magnitude m: the bits of 4m beyond 5.
+    std::uint64_t magnitudes = 0;
+    for (std::size_t i = 0; i < plane.size(); ++i) magnitudes += std::uint64_t(std::abs(int(plane[i]) - int(forecast[i])));
+    const std::uint32_t shift = std::uint32_t(std::max(0, int(std::bit_width(4 * magnitudes / plane.size())) - 5));
+    REQUIRE(table.context_shift == shift);
+    CHECK((max_value < 65535 || shift >= 8));  // 16-bit residuals' activity brought to the classes' range
     for (const auto& [x, w] : {std::pair{0u, 16u}, {16u, 16u}, {32u, 16u}, {40u, 8u}, {9u, 8u}, {43u, 5u}})
       for (const auto& [y, h] : {std::pair{0u, 16u}, {17u, 16u}, {24u, 16u}, {32u, 8u}, {5u, 3u}})
         for (const bool margin : {false, true}) {
@@ -761,6 +766,7 @@ TEST_CASE("residual prices in context make a residual dear where its neighbours 
   CHECK(price(0, 0) == 0);                 // a zero among zeros: free to a quarter bit
   CHECK(price(0, 3) > price(5, 3) + 8);    // a 3 among zeros more than two bits dearer than among 3s
   CHECK(price(5, 0) > price(0, 0));
+  CHECK(table.context_shift == 0);  // a mean magnitude below 8
   REQUIRE_THROWS_AS(ResidualBits::measured_in_contexts(plane, forecast, width, ResidualBits::uniform(255, 2)),
                     std::invalid_argument);
 }

@@ -354,8 +354,6 @@ template <std::uint32_t W>
   return sum_lanes32(acc);
 }
 
-std::uint32_t context_shift(std::int32_t offset);
-
 [[gnu::target("avx2")]] inline __m256i load(const std::int32_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); }
 [[gnu::target("avx2")]] inline __m256i magnitude(const std::int32_t* q) { return _mm256_abs_epi32(load(q)); }
 
@@ -380,7 +378,7 @@ template <std::uint32_t W>
 template <std::uint32_t W>
 [[gnu::target("avx2")]] std::uint64_t context_bits_avx2(const std::int32_t* s, std::uint32_t h, const ResidualBits& table) {
   constexpr std::uint32_t row = W + 2;
-  const __m128i shift = _mm_cvtsi32_si128(int(context_shift(table.offset)));
+  const __m128i shift = _mm_cvtsi32_si128(int(table.context_shift));
   const __m256i n = _mm256_set1_epi32(int(table.bits.size())), offset = _mm256_set1_epi32(table.offset);
   const __m256i b0 = _mm256_setzero_si256(), b1 = _mm256_set1_epi32(2), b2 = _mm256_set1_epi32(5),
                 b3 = _mm256_set1_epi32(11), b4 = _mm256_set1_epi32(23), byte = _mm256_set1_epi32(0xff);
@@ -404,9 +402,6 @@ template <std::uint32_t W>
 }
 #endif
 
-// The residual contexts' activity shift: the data's bits beyond 8 (offset: the largest value).
-std::uint32_t context_shift(std::int32_t offset) { return std::uint32_t(std::max(0, int(std::bit_width(std::uint32_t(offset))) - 8)); }
-
 // The residuals over area r and around it (area_residual_bits: `margin`; 0 where a neighbour is
 // not read), rows of r.w + 2 from the row above r, column 0 the column left of r, into `s`.
 void context_residuals(const std::uint16_t* plane, std::uint32_t width, const Rect& r, const std::uint16_t* p,
@@ -426,7 +421,7 @@ void context_residuals(const std::uint16_t* plane, std::uint32_t width, const Re
 
 // The table's context prices of the residuals of area r (context_residuals: `s`).
 std::uint64_t context_bits_portable(const std::int32_t* s, const Rect& r, const ResidualBits& table) {
-  const std::uint32_t row = r.w + 2, shift = context_shift(table.offset);
+  const std::uint32_t row = r.w + 2, shift = table.context_shift;
   const std::size_t n = table.bits.size();
   std::uint64_t sum = 0;
   for (std::uint32_t y = 0; y < r.h; ++y)
@@ -949,7 +944,12 @@ ResidualBits ResidualBits::measured_in_contexts(std::span<const std::uint16_t> p
   if (prior.tolerance != 0) throw std::invalid_argument("ResidualBits::measured_in_contexts: a lossless prior only");
   if (width == 0 || plane.size() != forecast.size() || plane.size() % width != 0) return measured(plane, forecast, prior);
   const std::size_t bins = 2 * std::size_t(prior.offset) + 1, n = prior.bits.size();
-  const std::uint32_t shift = context_shift(prior.offset);
+  // The activity's shift from the residual's mean magnitude m: none below 8, else the bits of 4m
+  // beyond 5 (a typical activity of 4m then in the classes' upper half).
+  std::uint64_t magnitudes = 0;
+  for (std::size_t i = 0; i < plane.size(); ++i) magnitudes += std::uint64_t(std::abs(int(plane[i]) - int(forecast[i])));
+  const std::uint64_t typical = plane.empty() ? 0 : 4 * magnitudes / plane.size();
+  const std::uint32_t shift = std::uint32_t(std::max(0, int(std::bit_width(typical)) - 5));
   // Magnitudes of the row above and of this row (column x at x + 1), and this row's count indices
   // (context k, residual r: k * bins + r + offset), counted by a Histogram of its four copies.
   std::vector<std::int32_t> above(width + 2, 0), current(width + 2, 0);
@@ -976,6 +976,7 @@ ResidualBits ResidualBits::measured_in_contexts(std::span<const std::uint16_t> p
   for (std::size_t k = 0; k < kResidualContexts; ++k)
     for (std::size_t b = 0; b < bins; ++b) all[b] += counts[k * bins + b], totals[k] += counts[k * bins + b];
   ResidualBits table = measured(all, plane.size(), prior);
+  table.context_shift = shift;
   table.context_bits.assign(kResidualContexts * n, 0);
   for (std::size_t k = 0; k < kResidualContexts; ++k) {
     const ResidualBits in_context =

@@ -71,6 +71,7 @@ struct ResidualBits {
   // of r's causal neighbours (residual_context). The coder codes each residual in a context of its
   // neighbours' magnitudes; these prices let the search see that too.
   std::vector<std::uint8_t> context_bits;
+  std::uint32_t context_shift = 0;  // the activity's shift (residual_context)
   // Residuals coded as they are (lossless), or in bins of 2 * tolerance + 1 (uniform bounds), each
   // bin priced as an Elias-gamma-like code of its index (1 bit for 0, 3 for +-1, 5 for +-2 and +-3...).
   static ResidualBits uniform(std::uint32_t max_value, std::uint32_t tolerance);
@@ -90,7 +91,9 @@ struct ResidualBits {
 
 // The contexts of ResidualBits::context_bits: the activity of a residual is the sum of the
 // magnitudes of its left, upper, upper-left and upper-right neighbours (0 outside the plane),
-// shifted right by the data's bits beyond 8, in classes 0, 1-2, 3-5, 6-11, 12-23 and 24 or more.
+// shifted right by `shift`, in classes 0, 1-2, 3-5, 6-11, 12-23 and 24 or more. measured_in_contexts
+// shifts where the residual's mean magnitude is 8 or more, so that its typical activity falls in
+// the classes' range (16-bit data, noisy planes).
 inline constexpr std::size_t kResidualContexts = 6;
 std::size_t residual_context(std::uint32_t activity, std::uint32_t shift);
 
