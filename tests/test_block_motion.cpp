@@ -707,41 +707,45 @@ TEST_CASE("residual prices in context are the same sum on every kernel path", "[
       }
     };
     noisy(plane), noisy(forecast);
-    const auto table = ResidualBits::measured_in_contexts(plane, forecast, width, ResidualBits::uniform(max_value, 0));
-    REQUIRE(table.context_bits.size() == kResidualContexts * table.bits.size());
-    // The activity's shift from the residual's mean magnitude m: the bits of 4m beyond 5.
-    std::uint64_t magnitudes = 0;
-    for (std::size_t i = 0; i < plane.size(); ++i) magnitudes += std::uint64_t(std::abs(int(plane[i]) - int(forecast[i])));
-    const std::uint32_t shift = std::uint32_t(std::max(0, int(std::bit_width(4 * magnitudes / plane.size())) - 5));
-    REQUIRE(table.context_shift == shift);
-    CHECK((max_value < 65535 || shift >= 8));  // 16-bit residuals' activity brought to the classes' range
-    for (const auto& [x, w] : {std::pair{0u, 16u}, {16u, 16u}, {32u, 16u}, {40u, 8u}, {9u, 8u}, {43u, 5u}})
-      for (const auto& [y, h] : {std::pair{0u, 16u}, {17u, 16u}, {24u, 16u}, {32u, 8u}, {5u, 3u}})
-        for (const bool margin : {false, true}) {
-          const auto magnitude = [&](std::int64_t px, std::int64_t py) -> std::uint32_t {
-            if (px < 0 || py < 0 || px >= width || py >= height) return 0;
-            const bool inside = px >= x && py >= y && px < x + w && py < y + h;
-            if (!inside && !margin) return 0;
-            return std::uint32_t(std::abs(int(plane[py * width + px]) - int(forecast[py * width + px])));
-          };
-          std::uint64_t expected = 0;
-          for (std::uint32_t py = y; py < y + h; ++py)
-            for (std::uint32_t px = x; px < x + w; ++px) {
-              const std::uint32_t activity = magnitude(px - 1, py) + magnitude(px, py - 1) + magnitude(px - 1, std::int64_t(py) - 1) +
-                                             magnitude(px + 1, std::int64_t(py) - 1);
-              const int r = int(plane[py * width + px]) - int(forecast[py * width + px]);
-              expected += table.context_bits[residual_context(activity, shift) * table.bits.size() + std::size_t(r + table.offset)];
+    for (const std::uint32_t tolerance : {0u, 2u, 5u}) {
+      const auto table = ResidualBits::measured_in_contexts(plane, forecast, width, ResidualBits::uniform(max_value, tolerance));
+      REQUIRE(table.context_bits.size() == kResidualContexts * table.bits.size());
+      // A residual's bin's magnitude at the tolerance (bins of 2t + 1 centred on 0).
+      const auto bin = [&](int r) { return (std::abs(r) + int(tolerance)) / int(2 * tolerance + 1); };
+      // The activity's shift from the residual's mean magnitude m: the bits of 4m beyond 5.
+      std::uint64_t magnitudes = 0;
+      for (std::size_t i = 0; i < plane.size(); ++i) magnitudes += std::uint64_t(std::abs(int(plane[i]) - int(forecast[i])));
+      const std::uint32_t shift = std::uint32_t(std::max(0, int(std::bit_width(4 * magnitudes / plane.size())) - 5));
+      REQUIRE(table.context_shift == shift);
+      CHECK((max_value < 65535 || shift >= 8));  // 16-bit activity brought to the classes' range
+      for (const auto& [x, w] : {std::pair{0u, 16u}, {16u, 16u}, {32u, 16u}, {40u, 8u}, {9u, 8u}, {43u, 5u}})
+        for (const auto& [y, h] : {std::pair{0u, 16u}, {17u, 16u}, {24u, 16u}, {32u, 8u}, {5u, 3u}})
+          for (const bool margin : {false, true}) {
+            const auto magnitude = [&](std::int64_t px, std::int64_t py) -> std::uint32_t {
+              if (px < 0 || py < 0 || px >= width || py >= height) return 0;
+              const bool inside = px >= x && py >= y && px < x + w && py < y + h;
+              if (!inside && !margin) return 0;
+              return std::uint32_t(bin(int(plane[py * width + px]) - int(forecast[py * width + px])));
+            };
+            std::uint64_t expected = 0;
+            for (std::uint32_t py = y; py < y + h; ++py)
+              for (std::uint32_t px = x; px < x + w; ++px) {
+                const std::uint32_t activity = magnitude(px - 1, py) + magnitude(px, py - 1) +
+                                               magnitude(px - 1, std::int64_t(py) - 1) + magnitude(px + 1, std::int64_t(py) - 1);
+                const int r = int(plane[py * width + px]) - int(forecast[py * width + px]);
+                expected += table.context_bits[residual_context(activity, shift) * table.bits.size() + std::size_t(r + table.offset)];
+              }
+            // Where the margin is given the forecast around the area must be readable: inside here.
+            const bool readable = x >= 1 && y >= 1 && x + w + 1 <= width;
+            if (margin && !readable) continue;
+            for (const SimdPath path : supported_simd_paths()) {
+              INFO("max " << max_value << " tolerance " << tolerance << " x " << x << " w " << w << " y " << y << " h " << h
+                          << " margin " << margin << " " << simd_name(path));
+              REQUIRE(area_residual_bits(plane, width, x, y, w, h, forecast.data() + y * width + x, width, table, path, margin) ==
+                      expected);
             }
-          // Where the margin is given the forecast around the area must be readable: inside here.
-          const bool readable = x >= 1 && y >= 1 && x + w + 1 <= width;
-          if (margin && !readable) continue;
-          for (const SimdPath path : supported_simd_paths()) {
-            INFO("max " << max_value << " x " << x << " w " << w << " y " << y << " h " << h << " margin " << margin << " "
-                        << simd_name(path));
-            REQUIRE(area_residual_bits(plane, width, x, y, w, h, forecast.data() + y * width + x, width, table, path, margin) ==
-                    expected);
           }
-        }
+    }
   }
 }
 
@@ -767,8 +771,14 @@ TEST_CASE("residual prices in context make a residual dear where its neighbours 
   CHECK(price(0, 3) > price(5, 3) + 8);    // a 3 among zeros more than two bits dearer than among 3s
   CHECK(price(5, 0) > price(0, 0));
   CHECK(table.context_shift == 0);  // a mean magnitude below 8
-  REQUIRE_THROWS_AS(ResidualBits::measured_in_contexts(plane, forecast, width, ResidualBits::uniform(255, 2)),
-                    std::invalid_argument);
+  // In bins of 5 (tolerance 2) the busy half's residuals are bins -1, 0 and 1: a bin 0 among
+  // zeros still free, bin 1 dear there.
+  const auto binned = ResidualBits::measured_in_contexts(plane, forecast, width, ResidualBits::uniform(255, 2));
+  const auto binned_price = [&](std::size_t k, int r) {
+    return int(binned.context_bits[k * binned.bits.size() + std::size_t(r + 255)]);
+  };
+  CHECK(binned_price(0, 2) == 0);
+  CHECK(binned_price(0, 3) > binned_price(2, 3) + 8);
 }
 
 TEST_CASE("measured residual prices follow the residual's shares, bin by bin", "[motion]") {

@@ -66,10 +66,10 @@ struct ResidualBits {
   bool lossless = false;     // uniform(max, 0): bits[r] is value_bits(r), which kernels compute without the table
   std::uint32_t unit = 1;    // entries per bit
   std::uint32_t tolerance = 0;
-  // Empty, or kResidualContexts tables of bits.size() entries each (lossless residuals): the price
-  // of r in context k at context_bits[k * bits.size() + r + offset], k the class of the activity
-  // of r's causal neighbours (residual_context). The coder codes each residual in a context of its
-  // neighbours' magnitudes; these prices let the search see that too.
+  // Empty, or kResidualContexts tables of bits.size() entries each: the price of r in context k
+  // at context_bits[k * bits.size() + r + offset], k the class of the activity of r's causal
+  // neighbours (the magnitudes of their bins: residual_context). The coder codes each residual
+  // in a context of its neighbours' magnitudes; these prices let the search see that too.
   std::vector<std::uint8_t> context_bits;
   std::uint32_t context_shift = 0;  // the activity's shift (residual_context)
   // Residuals coded as they are (lossless), or in bins of 2 * tolerance + 1 (uniform bounds), each
@@ -84,7 +84,7 @@ struct ResidualBits {
   // [-offset, offset]; `total` their sum.
   static ResidualBits measured(std::span<const std::uint32_t> counts, std::uint64_t total, const ResidualBits& prior);
   // measured(plane, forecast, prior), and context_bits measured the same way within each context
-  // of the residual (planes `width` wide). `prior` must be lossless (tolerance 0).
+  // of the residual (planes `width` wide; the activity summed from the neighbours' bins).
   static ResidualBits measured_in_contexts(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
                                            std::uint32_t width, const ResidualBits& prior);
 };
@@ -92,8 +92,8 @@ struct ResidualBits {
 // The contexts of ResidualBits::context_bits: the activity of a residual is the sum of the
 // magnitudes of its left, upper, upper-left and upper-right neighbours (0 outside the plane),
 // shifted right by `shift`, in classes 0, 1-2, 3-5, 6-11, 12-23 and 24 or more. measured_in_contexts
-// shifts where the residual's mean magnitude is 8 or more, so that its typical activity falls in
-// the classes' range (16-bit data, noisy planes).
+// shifts where the residual's mean magnitude is 8 or more, so that a typical activity falls in the
+// classes' range (16-bit data, noisy planes).
 inline constexpr std::size_t kResidualContexts = 6;
 std::size_t residual_context(std::uint32_t activity, std::uint32_t shift);
 
@@ -102,8 +102,9 @@ std::size_t residual_context(std::uint32_t activity, std::uint32_t shift);
 // of a first pass by the given table). Noise and quantization bins are far from the uniform
 // table's prices: on camera clips at abs 2 the measured prices code 12-17% smaller, on gray film
 // lossless 1.8%; the GOP codec measures which suits a GOP (docs/defaults.md, "Measured residual
-// prices for the motion search").
-enum class ResidualPrices : std::uint8_t { table, measured };
+// prices for the motion search"). `measured` prices lossless residuals in context
+// (measured_in_contexts), bins of a bound by one table; `contextual` prices both in context.
+enum class ResidualPrices : std::uint8_t { table, measured, contextual };
 
 // The estimated bits of the residual plane - forecast over the area (x, y, w, h) of a plane `width`
 // wide, `forecast` the area's forecast with rows `stride` apart: what the search settles blocks by
