@@ -21,6 +21,14 @@
 namespace tezip::codecs {
 namespace {
 
+// The magnitude of residual r's bin at `tolerance` (bins of 2t + 1 centred on 0: (|r| + t) / (2t + 1)),
+// by a float division: exact, since a quotient that is not whole stays at least 1 / (2t + 1) from
+// the next whole number, far more than float's rounding of quotients below 2^24 (and it vectorizes).
+inline std::int32_t bin_magnitude(std::int32_t r, std::uint32_t tolerance) {
+  if (tolerance == 0) return std::abs(r);
+  return std::int32_t((float(std::abs(r)) + float(tolerance)) / float(2 * tolerance + 1));
+}
+
 constexpr std::uint32_t kBlock = 2 * kMotionUnit;
 
 struct Rect {
@@ -356,9 +364,7 @@ template <std::uint32_t W>
 
 [[gnu::target("avx2")]] inline __m256i load(const std::int32_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); }
 
-// The magnitudes of `count` residuals' bins at `tolerance` (|residual_bin|: (|r| + t) / (2t + 1),
-// by a float division, exact here: a quotient that is not whole stays at least 1 / (2t + 1) from
-// the next whole number, far more than float's rounding below 2^24), eight at a time.
+// bin_magnitude of `count` residuals, eight at a time.
 [[gnu::target("avx2")]] void bin_magnitudes_avx2(const std::int32_t* s, std::size_t count, std::uint32_t tolerance,
                                                 std::int32_t* m) {
   const __m256 t = _mm256_set1_ps(float(tolerance)), width = _mm256_set1_ps(float(2 * tolerance + 1));
@@ -369,7 +375,7 @@ template <std::uint32_t W>
                                      : _mm256_cvttps_epi32(_mm256_div_ps(_mm256_add_ps(_mm256_cvtepi32_ps(a), t), width));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(m + i), v);
   }
-  for (; i < count; ++i) m[i] = (std::abs(s[i]) + std::int32_t(tolerance)) / std::int32_t(2 * tolerance + 1);
+  for (; i < count; ++i) m[i] = bin_magnitude(s[i], tolerance);
 }
 
 // context_residuals where every neighbour is read (the area and its margin inside the plane), W + 2
@@ -434,7 +440,6 @@ void context_residuals(const std::uint16_t* plane, std::uint32_t width, const Re
   }
 }
 
-std::int32_t residual_bin(std::int32_t r, std::uint32_t tolerance);
 // The table's context prices of the residuals `s` of area r (context_residuals), `m` their bins'
 // magnitudes.
 std::uint64_t context_bits_portable(const std::int32_t* s, const std::int32_t* m, const Rect& r, const ResidualBits& table) {
@@ -473,7 +478,7 @@ std::uint64_t bits_of(std::span<const std::uint16_t> plane, std::uint32_t width,
     }
 #endif
     context_residuals(plane.data(), width, r, p, stride, margin, residuals.data());
-    for (std::size_t i = 0; i < count; ++i) magnitudes[i] = std::abs(residual_bin(residuals[i], table.tolerance));
+    for (std::size_t i = 0; i < count; ++i) magnitudes[i] = bin_magnitude(residuals[i], table.tolerance);
     return context_bits_portable(residuals.data(), magnitudes.data(), r, table);
   }
   std::uint64_t sum = 0;
@@ -962,7 +967,6 @@ std::size_t residual_context(std::uint32_t activity, std::uint32_t shift) {
 
 ResidualBits ResidualBits::measured_in_contexts(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
                                                 std::uint32_t width, const ResidualBits& prior) {
-
   if (width == 0 || plane.size() != forecast.size() || plane.size() % width != 0) return measured(plane, forecast, prior);
   const std::size_t bins = 2 * std::size_t(prior.offset) + 1, n = prior.bits.size();
   // The activity's shift from the residual's mean magnitude m: none below 8, else the bits of 4m
@@ -981,7 +985,7 @@ ResidualBits ResidualBits::measured_in_contexts(std::span<const std::uint16_t> p
   for (std::size_t y = 0; y < plane.size() / width; ++y) {
     const std::uint16_t* in = plane.data() + y * width;
     const std::uint16_t* f = forecast.data() + y * width;
-    for (std::uint32_t x = 0; x < width; ++x) current[x + 1] = std::abs(residual_bin(int(in[x]) - int(f[x]), prior.tolerance));
+    for (std::uint32_t x = 0; x < width; ++x) current[x + 1] = bin_magnitude(int(in[x]) - int(f[x]), prior.tolerance);
     for (std::uint32_t x = 0; x < width; ++x) {
       // residual_context as a sum of comparisons, so that the loop vectorizes.
       const std::uint32_t m = std::uint32_t(current[x] + above[x] + above[x + 1] + above[x + 2]) >> shift;
