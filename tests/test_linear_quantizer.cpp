@@ -422,7 +422,8 @@ TEST_CASE("interpolated planes quantized in closed loop: every pixel within the 
         for (const bool against : {false, true}) {
           INFO(w << "x" << h << " max " << max_value << " e " << e << (against ? " with a forecast" : ""));
           const PlaneBound bound{e, 0, max_value};
-          const std::span<const std::uint16_t> f = against ? std::span<const std::uint16_t>(forecast) : std::span<const std::uint16_t>();
+          const std::span<const std::uint16_t> f =
+              against ? std::span<const std::uint16_t>(forecast) : std::span<const std::uint16_t>();
           std::vector<std::int32_t> symbols(plane.size());
           std::vector<std::uint16_t> recon(plane.size()), decoded(plane.size());
           quantize_plane_interpolated(plane, f, w, bound, symbols, recon);

@@ -941,15 +941,26 @@ ResidualBits ResidualBits::measured(std::span<const std::uint32_t> counts, std::
   constexpr std::uint32_t kUnit = 4;
   constexpr double kPriorWeight = 4;
   const std::int32_t offset = prior.offset;
-  const auto bin = [&](std::int32_t r) { return residual_bin(r, prior.tolerance); };
+  const bool lossless = prior.tolerance == 0;  // each residual its own bin
+  const auto bin = [&](std::int32_t r) { return lossless ? r : residual_bin(r, prior.tolerance); };
   const std::int32_t bins = bin(offset);
   std::vector<std::uint64_t> in_bin(2 * std::size_t(bins) + 1, 0);
   for (std::int32_t r = -offset; r <= offset; ++r) in_bin[std::size_t(bin(r) + bins)] += counts[std::size_t(r + offset)];
+  // A bin never met is priced by the prior alone, which depends only on its value_bits: computed
+  // once for each (16-bit tables have 131,071 bins, most of them never met).
+  std::array<int, 64> unmet_price;
+  unmet_price.fill(-1);
   std::vector<std::uint8_t> price(in_bin.size());
   for (std::size_t k = 0; k < in_bin.size(); ++k) {
-    const double prior_share = std::exp2(-double(value_bits(std::int32_t(k) - bins)));
+    const std::uint32_t v = value_bits(std::int32_t(k) - bins);
+    if (in_bin[k] == 0 && unmet_price[v] >= 0) {
+      price[k] = std::uint8_t(unmet_price[v]);
+      continue;
+    }
+    const double prior_share = std::exp2(-double(v));
     const double share = (double(in_bin[k]) + kPriorWeight * prior_share) / (double(total) + kPriorWeight);
     price[k] = std::uint8_t(std::clamp<long>(std::lround(-std::log2(share) * kUnit), 0, 255));
+    if (in_bin[k] == 0) unmet_price[v] = price[k];
   }
   ResidualBits table;
   table.offset = offset;
