@@ -67,6 +67,10 @@ struct CodingSettings {
   // first frame with motion measures better, by the uniform table or by the residual's own shares
   // (codecs::ResidualPrices; compressor/gop_codec.cpp, choose_motion).
   bool measured_residual_prices = true;
+  // Encoder only: that choice judged by the frame's estimate in the striped coder's contexts
+  // (codecs::estimate_context_cost), not by its order-0 estimate. auto's trial keeps the order-0
+  // estimate: on its bands of 32 rows the contexts' estimate reads too few rows to rank fields.
+  bool context_price_estimate = true;
   // Encoder only: a predictor with choices (auto) codes every GOP whole with each choice and keeps
   // the smallest, instead of measuring two 3-frame windows (--profile max).
   bool whole_gop_trials = false;

@@ -1169,12 +1169,10 @@ MotionSearch search_motion(std::span<const std::uint16_t> plane, std::span<const
       search_pass(plane, reference, subpel, hint, bits, lambda, nullptr, max_value, path, first);
       compensate(first.field, reference, forecast, max_value, path);
     }
-    // Lossless residuals are priced in their contexts, as the coder codes them, bins of a bound by
-    // one table unless `contextual` (docs/defaults.md, "Residual prices in context for the motion
-    // search").
-    const bool in_context = bits->tolerance == 0 || prices == ResidualPrices::contextual;
-    measured = in_context ? ResidualBits::measured_in_contexts(plane, forecast, width, *bits)
-                          : ResidualBits::measured(plane, forecast, *bits);
+    // `contextual`: each residual priced in its context, as the coder codes it (docs/defaults.md,
+    // "Residual prices in context for the motion search").
+    measured = prices == ResidualPrices::contextual ? ResidualBits::measured_in_contexts(plane, forecast, width, *bits)
+                                                     : ResidualBits::measured(plane, forecast, *bits);
     bits = &measured;
   }
   const PassResult first = search_pass(plane, reference, subpel, hint, bits, lambda, nullptr, max_value, path, result);

@@ -102,8 +102,8 @@ std::size_t residual_context(std::uint32_t activity, std::uint32_t shift);
 // of a first pass by the given table). Noise and quantization bins are far from the uniform
 // table's prices: on camera clips at abs 2 the measured prices code 12-17% smaller, on gray film
 // lossless 1.8%; the GOP codec measures which suits a GOP (docs/defaults.md, "Measured residual
-// prices for the motion search"). `measured` prices lossless residuals in context
-// (measured_in_contexts), bins of a bound by one table; `contextual` prices both in context.
+// prices for the motion search"). `measured` prices the residual (or its bins) by one order-0 table;
+// `contextual` in its contexts (measured_in_contexts).
 enum class ResidualPrices : std::uint8_t { table, measured, contextual };
 
 // The estimated bits of the residual plane - forecast over the area (x, y, w, h) of a plane `width`
