@@ -225,7 +225,7 @@ EncodeMemo::Key chunk_key(const GopSymbols& g, const FrameShape& shape, const Co
   h.value(shape.width).value(shape.height).value(shape.channels).value(std::uint8_t(settings.quantizer));
   h.value(settings.zstd_level).value(settings.zstd_win_level).value(settings.zstd_win_margin);
   h.value(settings.rans_coder).value(settings.adaptive_coder).value(settings.lzma_coder).value(settings.side_classes);
-  h.value(settings.measured_motion_channel).value(settings.measured_residual_prices).value(settings.context_price_estimate);
+  h.value(settings.measured_motion_channel).value(settings.measured_residual_prices);
   h.value(std::uint64_t(g.planes.size())).add(std::span<const std::uint8_t>(g.channel_plans));
   for (const auto& frame : g.planes) {
     h.value(std::uint64_t(frame.size()));

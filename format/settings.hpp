@@ -64,8 +64,8 @@ struct CodingSettings {
   // (compressor/gop_codec.cpp, choose_motion; the decoder reads the vectors as they are).
   bool measured_motion_channel = true;
   // Encoder only, uniform bounds and lossless: each GOP's motion search prices residuals as its
-  // first frame with motion measures better, by the uniform table or by the residual's own shares
-  // (codecs::ResidualPrices; compressor/gop_codec.cpp, choose_motion).
+  // first frame with motion measures better, by the uniform table, by the residual's own shares or
+  // by those shares in context (codecs::ResidualPrices; compressor/gop_codec.cpp, choose_motion).
   bool measured_residual_prices = true;
   // Encoder only: that choice judged by the frame's estimate in the striped coder's contexts
   // (codecs::estimate_context_cost), not by its order-0 estimate. auto's trial keeps the order-0
