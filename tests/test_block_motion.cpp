@@ -107,15 +107,31 @@ std::vector<EncodedGop> with_and_without(const Predictor& predictor, const Frame
   return out;
 }
 
-// with_and_without at abs 2, then losslessly.
+// with_and_without at abs 2, then losslessly (there within lossless_percent where lossless_too),
+// both from the default settings as `base` changes them.
 void at_abs2_and_lossless(const Predictor& predictor, const FrameShape& shape, const GopFrames& frames,
-                          void (*off)(CodingSettings&), std::size_t percent, bool lossless_too = false) {
+                          void (*off)(CodingSettings&), std::size_t percent, bool lossless_too = false,
+                          std::size_t lossless_percent = 0, void (*base)(CodingSettings&) = nullptr) {
   for (const codecs::ErrorBound bound : {codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0}, codecs::ErrorBound{}}) {
     INFO(codecs::describe(bound));
     CodingSettings settings;
     settings.bound = bound;
-    with_and_without(predictor, shape, frames, settings, off, percent, lossless_too);
+    if (base) base(settings);
+    const bool lossless = bound.mode == codecs::BoundMode::Lossless;
+    with_and_without(predictor, shape, frames, settings, off, lossless && lossless_percent ? lossless_percent : percent, lossless_too);
   }
+}
+
+// `world` (rows `stride` wide) at (fx, fy), interpolated bilinearly, plus `noise`, rounded and
+// clamped to 8 bits: a camera's view of a scene drifting by fractions of a pixel.
+std::uint16_t noisy_sample(const std::vector<std::uint16_t>& world, std::uint32_t stride, double fx, double fy,
+                           double noise) {
+  const std::uint32_t ix = std::uint32_t(fx), iy = std::uint32_t(fy);
+  const double ax = fx - ix, ay = fy - iy;
+  const auto px = [&](std::uint32_t x, std::uint32_t y) { return double(world[std::size_t(y) * stride + x]); };
+  const double v = (1 - ay) * ((1 - ax) * px(ix, iy) + ax * px(ix + 1, iy)) +
+                   ay * ((1 - ax) * px(ix, iy + 1) + ax * px(ix + 1, iy + 1));
+  return std::uint16_t(std::clamp(int(std::lround(v + noise)), 0, 255));
 }
 
 MotionField read_back(const MotionField& f) {
@@ -834,32 +850,18 @@ TEST_CASE("GOPs search their motion by measured residual prices where that codes
     const double dx = 0.25 * t, dy = 0.165 * t;
     for (std::uint32_t y = 0; y < h; ++y)
       for (std::uint32_t x = 0; x < w; ++x) {
-        const double fx = x + dx, fy = y + dy;
-        const std::uint32_t ix = std::uint32_t(fx), iy = std::uint32_t(fy);
-        const double ax = fx - ix, ay = fy - iy;
-        const auto px = [&](std::uint32_t xx, std::uint32_t yy) { return double(world[yy * (w + 16) + xx]); };
-        const double v = (1 - ay) * ((1 - ax) * px(ix, iy) + ax * px(ix + 1, iy)) +
-                         ay * ((1 - ax) * px(ix, iy + 1) + ax * px(ix + 1, iy + 1));
-        f[std::size_t(y) * w + x] = std::uint16_t(std::clamp(int(std::lround(v + noise(rng))), 0, 255));
+        f[std::size_t(y) * w + x] = noisy_sample(world, w + 16, x + dx, y + dy, noise(rng));
       }
     frames.emplace_back(f.begin(), f.end());
   }
   const auto predictor = make_classical_predictor("previous");
   // The smooth modes off in both: with them this scene's bounded key frame is an interpolated
-  // plane and both codings come to the same bytes (10,696); the test is of the prices.
-  for (const codecs::ErrorBound bound : {codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0}, codecs::ErrorBound{}}) {
-    INFO(codecs::describe(bound));
-    CodingSettings settings;
-    settings.bound = bound;
-    settings.smooth_modes = false;
-    // Judged by the order-0 estimate, as the prices were chosen when this test was written: the
-    // contexts' estimate (the next test) takes the table's field on this structureless noise at
-    // abs 2, 10,781 bytes either way.
-    settings.context_price_estimate = false;
-    const bool lossless = bound.mode == codecs::BoundMode::Lossless;
-    with_and_without(*predictor, shape, frames, settings, [](CodingSettings& s) { s.measured_residual_prices = false; },
-                     lossless ? 101 : 100, true);
-  }
+  // plane and both codings come to the same bytes (10,696); the test is of the prices. Judged by
+  // the order-0 estimate, as the prices were chosen when this test was written: the contexts'
+  // estimate (the next test) takes the table's field on this structureless noise at abs 2, 10,781
+  // bytes either way.
+  at_abs2_and_lossless(*predictor, shape, frames, [](CodingSettings& s) { s.measured_residual_prices = false; }, 100, true, 101,
+                       [](CodingSettings& s) { s.smooth_modes = false, s.context_price_estimate = false; });
 }
 
 TEST_CASE("GOPs judge their residual prices by the contexts' estimate where that codes them smaller", "[motion][gop]") {
@@ -880,23 +882,10 @@ TEST_CASE("GOPs judge their residual prices by the contexts' estimate where that
     const double dx = 0.75 * t, dy = 0.5 * t;
     for (std::uint32_t y = 24; y < 72; ++y)
       for (std::uint32_t x = 8 + 6 * t; x < 56 + 6 * t; ++x) {
-        const double fx = x + dx, fy = y + dy;
-        const std::uint32_t ix = std::uint32_t(fx), iy = std::uint32_t(fy);
-        const double ax = fx - ix, ay = fy - iy;
-        const auto px = [&](std::uint32_t xx, std::uint32_t yy) { return double(world[yy * (w + 16) + xx]); };
-        const double v = (1 - ay) * ((1 - ax) * px(ix, iy) + ax * px(ix + 1, iy)) +
-                         ay * ((1 - ax) * px(ix, iy + 1) + ax * px(ix + 1, iy + 1));
-        f[std::size_t(y) * w + x] = std::uint16_t(std::clamp(int(std::lround(v + noise(rng))), 0, 255));
+        f[std::size_t(y) * w + x] = noisy_sample(world, w + 16, x + dx, y + dy, noise(rng));
       }
     frames.emplace_back(f.begin(), f.end());
   }
   const auto predictor = make_classical_predictor("previous");
-  for (const codecs::ErrorBound bound : {codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0}, codecs::ErrorBound{}}) {
-    INFO(codecs::describe(bound));
-    CodingSettings settings;
-    settings.bound = bound;
-    const bool lossless = bound.mode == codecs::BoundMode::Lossless;
-    with_and_without(*predictor, shape, frames, settings, [](CodingSettings& s) { s.context_price_estimate = false; },
-                     lossless ? 101 : 100, true);
-  }
+  at_abs2_and_lossless(*predictor, shape, frames, [](CodingSettings& s) { s.context_price_estimate = false; }, 100, true, 101);
 }
