@@ -887,10 +887,14 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       if (cost[1] < cost[0]) found = std::move(other);
       if (cost[0] != cost[1])
         search_prices[g] = std::uint8_t(cost[1] < cost[0] ? codecs::ResidualPrices::table : codecs::ResidualPrices::measured);
-      codecs::MotionSearch third = search(near_plane, hint, codecs::ResidualPrices::contextual);
-      if (field_cost(third, in_context) < std::min(cost[0], cost[1])) {
-        found = std::move(third);
-        search_prices[g] = std::uint8_t(codecs::ResidualPrices::contextual);
+      // auto's trial, judging by the order-0 estimate, leaves lossless residuals' prices in context
+      // out: of 8 lossless clips none changed, and their encoding took 2-4% less time.
+      if (in_context || tolerance_c > 0) {
+        codecs::MotionSearch third = search(near_plane, hint, codecs::ResidualPrices::contextual);
+        if (field_cost(third, in_context) < std::min(cost[0], cost[1])) {
+          found = std::move(third);
+          search_prices[g] = std::uint8_t(codecs::ResidualPrices::contextual);
+        }
       }
     }
     hint = std::move(found.field);
