@@ -31,6 +31,10 @@ inline std::int32_t bin_magnitude(std::int32_t r, std::uint32_t tolerance) {
 
 constexpr std::uint32_t kBlock = 2 * kMotionUnit;
 
+// The upper bounds of residual_context's classes but the last: an activity's class is how many
+// of them it passes (classes 0, 1-2, 3-5, 6-11, 12-23 and 24 or more).
+constexpr std::array<std::uint32_t, kResidualContexts - 1> kActivityBounds{0, 2, 5, 11, 23};
+
 struct Rect {
   std::uint32_t x = 0, y = 0, w = 0, h = 0;
 };
@@ -402,8 +406,9 @@ template <std::uint32_t W>
   constexpr std::uint32_t row = W + 2;
   const __m128i shift = _mm_cvtsi32_si128(int(table.context_shift));
   const __m256i n = _mm256_set1_epi32(int(table.bits.size())), offset = _mm256_set1_epi32(table.offset);
-  const __m256i b0 = _mm256_setzero_si256(), b1 = _mm256_set1_epi32(2), b2 = _mm256_set1_epi32(5),
-                b3 = _mm256_set1_epi32(11), b4 = _mm256_set1_epi32(23), byte = _mm256_set1_epi32(0xff);
+  __m256i bounds[kActivityBounds.size()];
+  for (std::size_t i = 0; i < kActivityBounds.size(); ++i) bounds[i] = _mm256_set1_epi32(int(kActivityBounds[i]));
+  const __m256i byte = _mm256_set1_epi32(0xff);
   const int* prices = reinterpret_cast<const int*>(table.context_bits.data());
   __m256i acc = _mm256_setzero_si256();
   for (std::uint32_t y = 0; y < h; ++y)
@@ -413,9 +418,8 @@ template <std::uint32_t W>
       __m256i activity = _mm256_add_epi32(_mm256_add_epi32(load(at), load(up)), _mm256_add_epi32(load(up + 1), load(up + 2)));
       activity = _mm256_srl_epi32(activity, shift);
       // The class: how many bounds the activity passes (each comparison -1 where it does).
-      __m256i k = _mm256_add_epi32(_mm256_cmpgt_epi32(activity, b0), _mm256_cmpgt_epi32(activity, b1));
-      k = _mm256_add_epi32(k, _mm256_add_epi32(_mm256_cmpgt_epi32(activity, b2), _mm256_cmpgt_epi32(activity, b3)));
-      k = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(k, _mm256_cmpgt_epi32(activity, b4)));
+      __m256i k = _mm256_setzero_si256();
+      for (const __m256i bound : bounds) k = _mm256_sub_epi32(k, _mm256_cmpgt_epi32(activity, bound));
       const __m256i index = _mm256_add_epi32(_mm256_mullo_epi32(k, n), _mm256_add_epi32(load(s + (y + 1) * row + x + 1), offset));
       acc = _mm256_add_epi32(acc, _mm256_and_si256(_mm256_i32gather_epi32(prices, index, 1), byte));
     }
@@ -973,7 +977,9 @@ ResidualBits ResidualBits::measured(std::span<const std::uint32_t> counts, std::
 
 std::size_t residual_context(std::uint32_t activity, std::uint32_t shift) {
   const std::uint32_t m = activity >> shift;
-  return m == 0 ? 0 : m <= 2 ? 1 : m <= 5 ? 2 : m <= 11 ? 3 : m <= 23 ? 4 : 5;
+  std::size_t k = 0;
+  for (const std::uint32_t bound : kActivityBounds) k += m > bound;
+  return k;
 }
 
 ResidualBits ResidualBits::measured_in_contexts(std::span<const std::uint16_t> plane, std::span<const std::uint16_t> forecast,
@@ -1000,7 +1006,8 @@ ResidualBits ResidualBits::measured_in_contexts(std::span<const std::uint16_t> p
     for (std::uint32_t x = 0; x < width; ++x) {
       // residual_context as a sum of comparisons, so that the loop vectorizes.
       const std::uint32_t m = std::uint32_t(current[x] + above[x] + above[x + 1] + above[x + 2]) >> shift;
-      const std::uint32_t k = (m > 0) + (m > 2) + (m > 5) + (m > 11) + (m > 23);
+      std::uint32_t k = 0;
+      for (const std::uint32_t bound : kActivityBounds) k += m > bound;
       index[x] = k * std::uint32_t(bins) + std::uint32_t(in[x]) + offset - std::uint32_t(f[x]);
     }
     counted.add(width, [&](std::size_t x) { return index[x]; });
