@@ -103,9 +103,10 @@ constexpr std::uint8_t kPixelChunk = 0x80;
 // lossless) and the GOP's background bin, then in one zstd (or LZMA) frame the foreground bins'
 // median residuals of every plane, then every plane's mask of foreground bins.
 constexpr std::uint8_t kSparseChunk = 0x81;
-// The first byte of a colour-transformed chunk: a lossless colour GOP whose frames went through a
-// reversible colour transform (the next byte: codecs::kRctTransform) before they were coded; a
-// predictive chunk of the transformed frames (planes Y, U, V, pixels in [0, 2 M]) follows.
+// The first byte of a colour-transformed chunk: a colour GOP whose frames went through a reversible
+// colour transform before they were coded (the next byte: codecs::kRctTransform for a lossless
+// GOP; codecs::kRctBoundedTransform for a bounded one, whose chroma planes are exact); a predictive
+// chunk of the transformed frames (planes Y, U, V, pixels in [0, 2 M]) follows.
 constexpr std::uint8_t kColourChunk = 0x82;
 
 // `count` frames of `size` pixels, not zeroed: for frames that are written whole before they are read.
@@ -253,9 +254,12 @@ codecs::PlaneBound plane_bound(const CodingSettings& settings, std::uint32_t tol
   return b;
 }
 
+// Channel `channel`'s tolerance on `plane`; the chroma of a GOP through the bounded colour transform
+// is exact (CodingSettings::exact_chroma).
 std::uint32_t plane_tolerance(const CodingSettings& settings, std::span<const std::uint16_t> plane,
-                              std::uint32_t max_value) {
+                              std::uint32_t max_value, std::size_t channel) {
   if (settings.bound.pointwise() || settings.bound.mode == codecs::BoundMode::Lossless || plane.empty()) return 0;
+  if (settings.exact_chroma && channel > 0) return 0;
   if (!settings.bound.spans()) return settings.bound.tolerance(0, 0, max_value);
   // A plain reduction, which the compiler vectorizes (std::minmax_element, whose iterators must
   // be the first minimum and the last maximum, does not: 11% of encoding at abs 2 went to it,
@@ -779,7 +783,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       std::uint32_t previous_tolerance = 0;
       for (std::uint32_t k = 0; k < shape.channels; ++k) {
         const std::span<const std::uint16_t> p(frame + k * plane_size, plane_size);
-        const std::uint32_t tolerance = k == 0 ? tolerance0 : plane_tolerance(settings, p, shape.max_value);
+        const std::uint32_t tolerance = k == 0 ? tolerance0 : plane_tolerance(settings, p, shape.max_value, k);
         cost_literals.clear();
         const auto bound = plane_bound(settings, tolerance, shape.max_value);
         codecs::quantize_plane(p, forecast_of(k), bound, cost_current,
@@ -838,7 +842,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     // Channel k searches from here on, its residuals estimated with its tolerance's bits.
     auto use_channel = [&](std::uint32_t k) {
       c = k;
-      tolerance_c = k == 0 ? tolerance0 : plane_tolerance(settings, channel(frame, k), shape.max_value);
+      tolerance_c = k == 0 ? tolerance0 : plane_tolerance(settings, channel(frame, k), shape.max_value, k);
       if (uniform && (residual_bits.bits.empty() || residual_bits_tolerance != tolerance_c)) {
         residual_bits = codecs::ResidualBits::uniform(shape.max_value, tolerance_c);
         residual_bits_tolerance = tolerance_c;
@@ -1038,7 +1042,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     std::span<std::uint16_t> recon(encoded[g].reconstruction[t].data() + c * plane_size, plane_size);
     GopSymbols& s = coded[g];
     PlaneRecord record;
-    record.tolerance = plane_tolerance(settings, plane, shape.max_value);
+    record.tolerance = plane_tolerance(settings, plane, shape.max_value, c);
     const auto bound = plane_bound(settings, record.tolerance, shape.max_value);
     bool mapped = false;
     if (!forecast.empty() && fallback_blocks) {
@@ -1818,7 +1822,7 @@ void try_pixel_chunk(const FrameShape& shape, const GopFrames& frames, const Cod
         snapped.resize(plane_size);
         std::transform(plane.begin(), plane.end(), snapped.begin(), [&](std::uint16_t v) { return pointwise[v]; });
         plane = snapped;
-      } else if (const std::uint32_t tolerance = plane_tolerance(settings, plane, shape.max_value); tolerance > 0) {
+      } else if (const std::uint32_t tolerance = plane_tolerance(settings, plane, shape.max_value, c); tolerance > 0) {
         snapped.assign(plane.begin(), plane.end());
         codecs::snap_to_bins(snapped, tolerance, shape.max_value);
         plane = snapped;
@@ -2228,19 +2232,29 @@ FrameShape colour_transformed_shape(FrameShape shape) {
 // sample; the whole encoding 0.82-0.84x as fast against 0.75-0.78x with 3 (docs/colour.md).
 constexpr std::uint32_t kColourTrialFrames = 1;
 
-// Which GOPs take the reversible colour transform: lossless colour GOPs of a classical predictor
-// (a learned one forecasts pixels in [0, M]) whose trial bands (trial_bands, as auto's, with the
-// key frame and motion as the GOP will have them) code smaller transformed than as they are: a
-// measured choice per GOP. `auto` is measured by its first choice (previous), not by its own
-// trials on both sides. On decoded video, whose chroma was subsampled and is smooth: the film
-// clip's ratio +10.3%, vtest's +2.5% (docs/colour.md, "A reversible colour transform, chosen per GOP"). The
-// first frames alone misjudge it: Megamind's GOP opens on three near-black frames, where the
-// transform loses 1.9%; without the key frame, or without motion, the bands misjudged vtest and a
-// drifting texture.
+// Whether a GOP coded with `settings` may go through the colour transform: lossless, or at an abs
+// bound under the linear quantizer (one tolerance for Y, which every RGB channel then shares; rel
+// and pwrel tolerances differ by channel or pixel, interval runs would code the exact chroma
+// badly).
+bool colour_transform_allowed(const CodingSettings& settings) {
+  return settings.bound.mode == codecs::BoundMode::Lossless ||
+         (settings.bound.mode == codecs::BoundMode::Abs && settings.quantizer == QuantizerKind::Linear);
+}
+
+// Which GOPs take the reversible colour transform: colour GOPs of a classical predictor (a learned
+// one forecasts pixels in [0, M]), lossless or bounded (colour_transform_allowed), whose trial bands
+// (trial_bands, as auto's, with the key frame and motion as the GOP will have them) code smaller
+// transformed than as they are: a measured choice per GOP. `auto` is measured by its first choice
+// (previous), not by its own trials on both sides. On decoded video, whose chroma was subsampled
+// and is smooth: lossless, the film clip's ratio +10.3%, vtest's +2.5% (docs/colour.md, "A
+// reversible colour transform, chosen per GOP"); at abs 2 with exact chroma, cup 17% and colour
+// vtest 17% smaller ("The transform at a bound"). The first frames alone misjudge it: Megamind's
+// GOP opens on three near-black frames, where the transform loses 1.9%; without the key frame, or
+// without motion, the bands misjudged vtest and a drifting texture.
 std::vector<bool> colour_transform_choices(const Predictor& predictor, const FrameShape& shape,
                                            std::span<const GopFrames* const> gops, const CodingSettings& settings) {
   std::vector<bool> chosen(gops.size(), false);
-  if (!settings.colour_transform || shape.channels != 3 || settings.bound.mode != codecs::BoundMode::Lossless ||
+  if (!settings.colour_transform || shape.channels != 3 || !colour_transform_allowed(settings) ||
       !codecs::rct_fits(shape.max_value) || !predictor.identity().weights_sha256.empty())
     return chosen;
   const auto choices = predictor.choices();
@@ -2261,6 +2275,7 @@ std::vector<bool> colour_transform_choices(const Predictor& predictor, const Fra
     for (const auto& e : encode_predicted(trial, trial_shape, plain_list, trial_settings)) plain += e.bytes.size();
     CodingSettings transformed_settings = trial_settings;
     transformed_settings.transformed_chroma = true;  // as the GOP would be coded
+    transformed_settings.exact_chroma = settings.bound.mode != codecs::BoundMode::Lossless;
     for (const auto& e : encode_predicted(trial, colour_transformed_shape(trial_shape), transformed_list, transformed_settings))
       coded += e.bytes.size();
     chosen[g] = coded < plain;
@@ -2291,15 +2306,26 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
       }
     if (where.empty()) continue;
     for (std::size_t i = 0; i < where.size(); ++i) subset.push_back(rct ? &turned[i] : gops[where[i]]);
+    const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
     CodingSettings transformed = settings;
     transformed.transformed_chroma = rct;
+    transformed.exact_chroma = rct && !lossless;
     auto coded = encode_predicted(predictor, rct ? colour_transformed_shape(shape) : shape, subset, transformed, rivals);
     for (std::size_t i = 0; i < where.size(); ++i) {
       EncodedGop& out = encoded[where[i]];
       out = std::move(coded[i]);
       if (!rct) continue;
-      out.bytes.insert(out.bytes.begin(), {kColourChunk, codecs::kRctTransform});
-      out.reconstruction = *gops[where[i]];  // lossless
+      out.bytes.insert(out.bytes.begin(), {kColourChunk, lossless ? codecs::kRctTransform : codecs::kRctBoundedTransform});
+      if (lossless) {
+        out.reconstruction = *gops[where[i]];
+        continue;
+      }
+      const std::size_t plane_size = std::size_t(shape.width) * shape.height;
+      for (auto& frame : out.reconstruction) {  // as the decoder turns it back
+        Pixels rgb(frame.size());
+        codecs::inverse_rct_clamped(frame, plane_size, shape.max_value, rgb);
+        frame = std::move(rgb);
+      }
     }
   }
   if (settings.pixel_chunks)
@@ -2336,8 +2362,11 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
   std::vector<std::size_t> transformed_counts, transformed_at;
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     if (!chunks[g].empty() && chunks[g][0] == kColourChunk) {
-      if (chunks[g].size() < 2 || chunks[g][1] != codecs::kRctTransform) throw DataError("chunk: unknown colour transform");
-      if (shape.channels != 3 || !codecs::rct_fits(shape.max_value) || settings.bound.mode != codecs::BoundMode::Lossless)
+      const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
+      if (chunks[g].size() < 2 || (chunks[g][1] != codecs::kRctTransform && chunks[g][1] != codecs::kRctBoundedTransform))
+        throw DataError("chunk: unknown colour transform");
+      if (shape.channels != 3 || !codecs::rct_fits(shape.max_value) ||
+          (chunks[g][1] == codecs::kRctTransform) != lossless)
         throw DataError("chunk: a colour transform where the archive cannot have one");
       transformed.push_back(chunks[g].subspan(2)), transformed_counts.push_back(frame_counts[g]), transformed_at.push_back(g);
     } else if (is_pixel_domain_chunk(chunks[g])) {
@@ -2375,7 +2404,9 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
       const std::span<const std::uint16_t> decoded(rows.data() - (c * plane_size + y0 * shape.width), shape.size());
       const std::size_t g = transformed_at[i];
       if (frames[g][t].empty()) frames[g][t] = spare[i].empty() ? Pixels(shape.size()) : std::move(spare[i]);
-      if (!codecs::inverse_rct(decoded, plane_size, shape.max_value, frames[g][t], y0 * shape.width, rows.size()))
+      if (settings.bound.mode != codecs::BoundMode::Lossless)  // Y within its bound; every channel clamped
+        codecs::inverse_rct_clamped(decoded, plane_size, shape.max_value, frames[g][t], y0 * shape.width, rows.size());
+      else if (!codecs::inverse_rct(decoded, plane_size, shape.max_value, frames[g][t], y0 * shape.width, rows.size()))
         throw DataError("chunk: the colour transform's planes leave the pixel range");
       if (done)
         for (std::size_t k = 0; k < shape.channels; ++k)

@@ -80,12 +80,16 @@ struct CodingSettings {
   // Encoder only: a GOP's pixels through zstd (a pixel chunk, codecs/quantize/pixel_frames.hpp) where that
   // is smaller than its predictive chunk.
   bool pixel_chunks = true;
-  // Encoder only: a lossless colour GOP may go through the reversible colour transform where a
-  // trial says it codes smaller (codecs/transform/colour_transform.hpp); false: never.
+  // Encoder only: a colour GOP, lossless or at an abs bound (linear quantizer), may go through the
+  // reversible colour transform where a trial says it codes smaller
+  // (codecs/transform/colour_transform.hpp); false: never.
   bool colour_transform = true;
   // Set by the encoder for GOPs it codes through the colour transform: their chroma planes
   // (channels 1 and 2) may take the polyphase layout when coded against a forecast too.
   bool transformed_chroma = false;
+  // Set by the encoder for bounded GOPs it codes through the colour transform: their chroma planes
+  // are coded exactly (tolerance 0), so that every RGB channel comes back with Y's error.
+  bool exact_chroma = false;
   // Encoder only, for auto's trial windows: the key frame is quantized as its reference, but its
   // symbols are left out of the chunk (the same key frame whatever the choice; the trial measures
   // what the choices code differently).

@@ -139,9 +139,13 @@ TEST_CASE("lossless colour GOPs take the colour transform where it codes smaller
   CHECK(mixed_back[0] == noise);
   CHECK(mixed_back[1] == frames);
 
-  // Damaged or misplaced: an unknown transform, a bounded archive, a gray or a 16-bit shape.
+  // Damaged or misplaced: an unknown transform, a bounded GOP's transform in a lossless archive, a
+  // lossless GOP's in a bounded one, a gray or a 16-bit shape.
   auto unknown = encoded[0].bytes;
-  unknown[1] = 2;
+  unknown[1] = 3;
+  CHECK_THROWS_AS(decode_gops(*predictor, shape, std::array{std::span<const std::uint8_t>(unknown)}, counts, settings),
+                  DataError);
+  unknown[1] = kRctBoundedTransform;
   CHECK_THROWS_AS(decode_gops(*predictor, shape, std::array{std::span<const std::uint8_t>(unknown)}, counts, settings),
                   DataError);
   CodingSettings bounded;
@@ -151,8 +155,54 @@ TEST_CASE("lossless colour GOPs take the colour transform where it codes smaller
   CHECK_THROWS_AS(decode_gops(*predictor, FrameShape{96, 64, 3, 65535}, chunks, counts, settings), DataError);
   CHECK_THROWS(decode_gops(*predictor, shape, std::array{std::span(encoded[0].bytes).first(encoded[0].bytes.size() / 2)}, counts,
                            settings));
-  // Bounded modes never transform (the bound holds per channel in RGB).
-  CHECK(encode_gops(*predictor, shape, gops, bounded)[0].bytes[0] != 0x82);
+}
+
+TEST_CASE("bounded colour GOPs take the colour transform with exact chroma: every RGB channel within the bound",
+          "[colour][gop]") {
+  // Y within the bound, U and V exact: each RGB channel comes back with Y's error, clamped. A still
+  // scene with noise from frame to frame and chroma held in 2 x 2 blocks (decoded video): exact,
+  // its chroma costs less than the channel plans' three planes of quantization noise at abs 2;
+  // at larger bounds the trial may keep the RGB planes.
+  const auto predictor = make_classical_predictor("auto");
+  const FrameShape shape{96, 64, 3, 255};
+  const GopFrames frames = film_frames(shape, 8, Chroma::still_half);
+  const GopFrames* gops[] = {&frames};
+  const std::size_t counts[] = {frames.size()};
+  for (const int bound : {2, 4, 12}) {
+    INFO("abs " << bound);
+    CodingSettings settings, plain;
+    settings.bound = plain.bound = ErrorBound{BoundMode::Abs, double(bound), 0};
+    plain.colour_transform = false;
+    const auto encoded = encode_gops(*predictor, shape, gops, settings);
+    const std::size_t without = encode_gops(*predictor, shape, gops, plain)[0].bytes.size();
+    REQUIRE(encoded[0].bytes.size() > 2);
+    if (bound == 2) {
+      REQUIRE(encoded[0].bytes[0] == 0x82);
+      CHECK(encoded[0].bytes.size() < without * 9 / 10);  // 14,581 bytes against 18,294
+    }
+    if (encoded[0].bytes[0] == 0x82) CHECK(encoded[0].bytes[1] == kRctBoundedTransform);
+    CHECK(encoded[0].bytes.size() <= without);
+    const std::span<const std::uint8_t> chunks[] = {encoded[0].bytes};
+    const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings)[0];
+    CHECK(decoded == encoded[0].reconstruction);  // the encoder's reconstruction is the decoder's
+    int worst = 0;
+    for (std::size_t t = 0; t < frames.size(); ++t)
+      for (std::size_t i = 0; i < frames[t].size(); ++i) worst = std::max(worst, std::abs(int(decoded[t][i]) - int(frames[t][i])));
+    CHECK(worst <= bound);
+    CHECK(worst > 0);
+    // The same chunk read as a lossless archive's is refused.
+    if (encoded[0].bytes[0] == 0x82) CHECK_THROWS_AS(decode_gops(*predictor, shape, chunks, counts, CodingSettings{}), DataError);
+  }
+  // Rel and pwrel tolerances differ by channel or pixel, interval runs would code exact chroma
+  // badly: those keep their RGB planes.
+  for (const auto& [bound, quantizer] : {std::pair{ErrorBound{BoundMode::Rel, 0, 0.01}, QuantizerKind::Linear},
+                                         std::pair{ErrorBound{BoundMode::PwRel, 0, 0.05}, QuantizerKind::Linear},
+                                         std::pair{ErrorBound{BoundMode::Abs, 2, 0}, QuantizerKind::Interval}}) {
+    CodingSettings other;
+    other.bound = bound;
+    other.quantizer = quantizer;
+    CHECK(encode_gops(*predictor, shape, gops, other)[0].bytes[0] != 0x82);
+  }
 }
 
 TEST_CASE("chroma held in 2 x 2 blocks is coded in the polyphase layout, smaller, and decodes bit for bit", "[colour][gop]") {
@@ -178,7 +228,8 @@ TEST_CASE("chroma held in 2 x 2 blocks is coded in the polyphase layout, smaller
   const GopFrames full = film_frames(shape, 4, Chroma::grain);
   const GopFrames* full_gops[] = {&full};
   CHECK(encode_gops(*predictor, shape, full_gops, settings)[0].bytes == encode_gops(*predictor, shape, full_gops, raster)[0].bytes);
-  // Within a bound (no colour transform: B, G and R planes, related by the frame's channel plan).
+  // Within a bound (the colour transform with exact chroma, or B, G and R planes related by the
+  // frame's channel plan, as the trial finds).
   CodingSettings bounded = settings;
   bounded.bound = ErrorBound{BoundMode::Abs, 2, 0};
   const auto coded = encode_gops(*predictor, shape, gops, bounded);
@@ -189,8 +240,8 @@ TEST_CASE("chroma held in 2 x 2 blocks is coded in the polyphase layout, smaller
     for (std::size_t i = 0; i < frames[t].size(); ++i) REQUIRE(std::abs(int(decoded[t][i]) - int(frames[t][i])) <= 2);
   // Frames coded against the previous one: the chroma residuals of the colour transform's planes
   // are held in blocks too (where the scene stands still or moves by whole blocks), and their
-  // median transforms take the layout, with their side classes. Bounded modes code B, G and R
-  // planes and keep forecast planes in raster order; they decode within the bound either way.
+  // median transforms take the layout, with their side classes. Bounded GOPs decode within the
+  // bound either way.
   const auto previous = make_classical_predictor("previous");
   const GopFrames still = film_frames(shape, 4, Chroma::still_half);
   const GopFrames* still_gops[] = {&still};
@@ -261,6 +312,44 @@ TEST_CASE("the colour transform's inverse gives the same pixels and verdict on e
         CHECK(all == verdict);
         if (verdict) CHECK(banded == expected);
       }
+    }
+  }
+}
+
+TEST_CASE("the bounded colour transform's clamped inverse: the same pixels on every path, each channel within Y's error",
+          "[colour][simd]") {
+  for (const std::uint32_t max_value : {255u, 1023u, 8191u, 8192u, 32767u}) {
+    INFO("max " << max_value);
+    const std::size_t plane = 1000 + max_value % 7;  // a tail after the vectors
+    std::mt19937 rng(max_value);
+    Pixels bgr(3 * plane), yuv(3 * plane);
+    for (auto& v : bgr) v = std::uint16_t(rng() % (max_value + 1));
+    for (std::size_t k = 0; k < 8; ++k)  // every corner of the cube
+      for (std::size_t c = 0; c < 3; ++c) bgr[c * plane + k] = std::uint16_t((k >> c) & 1 ? max_value : 0);
+    forward_rct(bgr, plane, max_value, yuv);
+    // Y moved by up to e either way, as a quantizer within [0, 2M] leaves it (past M too).
+    const std::int32_t e = std::int32_t(std::max<std::uint32_t>(1, max_value / 50));
+    std::vector<std::int32_t> moved(plane);
+    for (std::size_t i = 0; i < plane; ++i) {
+      const std::int32_t y = std::clamp(std::int32_t(yuv[i]) + std::int32_t(rng() % std::uint32_t(2 * e + 1)) - e, 0,
+                                        std::int32_t(rct_max_value(max_value)));
+      moved[i] = y - std::int32_t(yuv[i]);
+      yuv[i] = std::uint16_t(y);
+    }
+    Pixels expected(3 * plane);
+    inverse_rct_clamped(yuv, plane, max_value, expected, 0, SIZE_MAX, SimdPath::portable);
+    for (std::size_t c = 0; c < 3; ++c)
+      for (std::size_t i = 0; i < plane; ++i) {
+        const std::int32_t error = std::int32_t(expected[c * plane + i]) - std::int32_t(bgr[c * plane + i]);
+        REQUIRE(expected[c * plane + i] <= max_value);
+        REQUIRE(std::abs(error) <= std::abs(moved[i]));  // Y's error, or less where clamped
+      }
+    for (const SimdPath path : supported_simd_paths()) {
+      Pixels out(3 * plane), banded(3 * plane);
+      inverse_rct_clamped(yuv, plane, max_value, out, 0, SIZE_MAX, path);
+      CHECK(out == expected);
+      for (std::size_t first = 0; first < plane; first += 97) inverse_rct_clamped(yuv, plane, max_value, banded, first, 97, path);
+      CHECK(banded == expected);
     }
   }
 }

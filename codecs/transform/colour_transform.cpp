@@ -18,23 +18,31 @@ void check(std::size_t in, std::size_t out, std::size_t plane_size) {
 
 #if defined(__x86_64__) || defined(__i386__)
 // inverse_rct's loop on 16 pixels a vector, in 16-bit lanes: with the decoded planes within
-// [0, 2M] (the inner chunk's range) and M <= 8191, U - M and V - M lie in [-M, M], their sum in
-// [-2M, 2M], G in [-M/2, 5M/2], B and R in [-3M/2, 7M/2]: all within int16. A value outside
-// [0, M], compared unsigned (negatives wrap above M), marks the frame damaged. Returns where the
-// vectors stopped.
+// [0, 2M] (the inner chunk's range; Clamp: Y first clamped to [0, M]) and M <= 8191, U - M and
+// V - M lie in [-M, M], their sum in [-2M, 2M], G in [-M/2, 5M/2], B and R in [-3M/2, 7M/2]: all
+// within int16. A value outside [0, M], compared unsigned (negatives wrap above M), marks the frame
+// damaged, or (Clamp) is clamped to it. Returns where the vectors stopped.
+template <bool Clamp>
 [[gnu::target("avx2")]] std::size_t inverse_rct_avx2(const std::uint16_t* y, const std::uint16_t* u, const std::uint16_t* v,
                                                     std::uint16_t* b, std::uint16_t* g, std::uint16_t* r, std::size_t i,
                                                     std::size_t end, std::uint32_t max_value, std::uint32_t& outside) {
-  const __m256i m = _mm256_set1_epi16(short(max_value));
+  const __m256i m = _mm256_set1_epi16(short(max_value)), zero = _mm256_setzero_si256();
   __m256i bad = _mm256_setzero_si256();
   for (; i + 16 <= end; i += 16) {
     const __m256i ui = _mm256_sub_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + i)), m);
     const __m256i vi = _mm256_sub_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)), m);
-    const __m256i gi = _mm256_sub_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i)),
-                                        _mm256_srai_epi16(_mm256_add_epi16(ui, vi), 2));
-    const __m256i bi = _mm256_add_epi16(ui, gi), ri = _mm256_add_epi16(vi, gi);
-    const __m256i top = _mm256_max_epu16(_mm256_max_epu16(gi, bi), _mm256_max_epu16(ri, m));
-    bad = _mm256_or_si256(bad, _mm256_xor_si256(top, m));
+    __m256i yi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i));
+    if constexpr (Clamp) yi = _mm256_min_epu16(yi, m);
+    __m256i gi = _mm256_sub_epi16(yi, _mm256_srai_epi16(_mm256_add_epi16(ui, vi), 2));
+    __m256i bi = _mm256_add_epi16(ui, gi), ri = _mm256_add_epi16(vi, gi);
+    if constexpr (Clamp) {
+      gi = _mm256_min_epi16(_mm256_max_epi16(gi, zero), m);
+      bi = _mm256_min_epi16(_mm256_max_epi16(bi, zero), m);
+      ri = _mm256_min_epi16(_mm256_max_epi16(ri, zero), m);
+    } else {
+      const __m256i top = _mm256_max_epu16(_mm256_max_epu16(gi, bi), _mm256_max_epu16(ri, m));
+      bad = _mm256_or_si256(bad, _mm256_xor_si256(top, m));
+    }
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(b + i), bi);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(g + i), gi);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(r + i), ri);
@@ -67,8 +75,12 @@ void forward_rct(std::span<const std::uint16_t> bgr, std::size_t plane_size, std
   }
 }
 
-bool inverse_rct(std::span<const std::uint16_t> yuv, std::size_t plane_size, std::uint32_t max_value,
-                 std::span<std::uint16_t> out, std::size_t first, std::size_t count, SimdPath path) {
+namespace {
+
+// inverse_rct's work; Clamp: inverse_rct_clamped's. Returns whether every pixel lay in [0, M].
+template <bool Clamp>
+bool inverse_rct_band(std::span<const std::uint16_t> yuv, std::size_t plane_size, std::uint32_t max_value,
+                      std::span<std::uint16_t> out, std::size_t first, std::size_t count, SimdPath path) {
   check(yuv.size(), out.size(), plane_size);
   if (first > plane_size) throw std::invalid_argument("colour transform: rows past the plane");
   const std::size_t end = first + std::min(count, plane_size - first);
@@ -79,19 +91,37 @@ bool inverse_rct(std::span<const std::uint16_t> yuv, std::size_t plane_size, std
   if (!simd_supported(path)) throw std::invalid_argument("colour transform: this CPU cannot run the kernel path");
   std::size_t i = first;
 #if defined(__x86_64__) || defined(__i386__)
-  if (path >= SimdPath::avx2 && max_value <= 8191) i = inverse_rct_avx2(y, u, v, b, g, r, i, end, max_value, outside);
+  if (path >= SimdPath::avx2 && max_value <= 8191) i = inverse_rct_avx2<Clamp>(y, u, v, b, g, r, i, end, max_value, outside);
 #endif
+  const auto clamp = [m](std::int32_t x) { return std::clamp(x, 0, m); };
   for (; i < end; ++i) {
     const std::int32_t ui = std::int32_t(u[i]) - m, vi = std::int32_t(v[i]) - m;
-    const std::int32_t gi = std::int32_t(y[i]) - ((ui + vi) >> 2);  // arithmetic shift: floor
-    const std::int32_t bi = ui + gi, ri = vi + gi;
-    outside |= std::uint32_t(std::uint32_t(gi) > std::uint32_t(m)) | std::uint32_t(std::uint32_t(bi) > std::uint32_t(m)) |
-               std::uint32_t(std::uint32_t(ri) > std::uint32_t(m));
+    const std::int32_t yi = Clamp ? std::min(std::int32_t(y[i]), m) : std::int32_t(y[i]);
+    std::int32_t gi = yi - ((ui + vi) >> 2);  // arithmetic shift: floor
+    std::int32_t bi = ui + gi, ri = vi + gi;
+    if constexpr (Clamp) {
+      gi = clamp(gi), bi = clamp(bi), ri = clamp(ri);
+    } else {
+      outside |= std::uint32_t(std::uint32_t(gi) > std::uint32_t(m)) | std::uint32_t(std::uint32_t(bi) > std::uint32_t(m)) |
+                 std::uint32_t(std::uint32_t(ri) > std::uint32_t(m));
+    }
     b[i] = std::uint16_t(bi);
     g[i] = std::uint16_t(gi);
     r[i] = std::uint16_t(ri);
   }
   return outside == 0;
+}
+
+}  // namespace
+
+bool inverse_rct(std::span<const std::uint16_t> yuv, std::size_t plane_size, std::uint32_t max_value,
+                 std::span<std::uint16_t> out, std::size_t first, std::size_t count, SimdPath path) {
+  return inverse_rct_band<false>(yuv, plane_size, max_value, out, first, count, path);
+}
+
+void inverse_rct_clamped(std::span<const std::uint16_t> yuv, std::size_t plane_size, std::uint32_t max_value,
+                         std::span<std::uint16_t> out, std::size_t first, std::size_t count, SimdPath path) {
+  inverse_rct_band<true>(yuv, plane_size, max_value, out, first, count, path);
 }
 
 }  // namespace tezip::codecs

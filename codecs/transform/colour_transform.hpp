@@ -1,5 +1,5 @@
 #pragma once
-// A reversible colour transform in the pixel domain for lossless colour GOPs: JPEG 2000's RCT
+// A reversible colour transform in the pixel domain for colour GOPs: JPEG 2000's RCT
 // (which FFV1 uses too) on a frame's planar B, G, R planes of integers in [0, M]:
 //   Y = floor((R + 2 G + B) / 4)   in [0, M]
 //   U = B - G + M                  in [0, 2 M]
@@ -9,6 +9,10 @@
 // On decoded video, whose chroma was subsampled and is smooth, the differences code far smaller
 // than the channels or their residuals' differences (Megamind, 30 frames lossless: 3,180,309 bytes
 // against 3,598,432; docs/colour.md, "A reversible colour transform, chosen per GOP").
+// Bounded GOPs code Y within the bound and U, V exactly: with U and V exact, G, B and R each come
+// back with Y's error d (G = Y + d - floor(...), B = U - M + G, R = V - M + G), so a bound on Y is
+// the same bound on every RGB channel; clamping to [0, M] only brings a pixel nearer its value
+// (docs/colour.md, "The transform at a bound").
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -17,8 +21,10 @@
 
 namespace tezip::codecs {
 
-// The transform's code in a colour-transformed chunk (compressor/gop_codec.cpp).
+// The transform's code in a colour-transformed chunk (compressor/gop_codec.cpp): a lossless GOP's,
+// and a bounded GOP's (Y within the bound, U and V exact, the inverse clamped).
 inline constexpr std::uint8_t kRctTransform = 1;
+inline constexpr std::uint8_t kRctBoundedTransform = 2;
 
 // Whether frames of largest value M can be transformed: 2 M must fit 16 bits.
 constexpr bool rct_fits(std::uint32_t max_value) { return max_value <= 32767; }
@@ -37,5 +43,12 @@ void forward_rct(std::span<const std::uint16_t> bgr, std::size_t plane_size, std
 bool inverse_rct(std::span<const std::uint16_t> yuv, std::size_t plane_size, std::uint32_t max_value,
                  std::span<std::uint16_t> out, std::size_t first = 0, std::size_t count = SIZE_MAX,
                  SimdPath path = simd_path());
+
+// The inverse of a bounded GOP's planes, whose Y was quantized within [0, 2 M]: Y clamped to
+// [0, M], then B, G and R clamped to [0, M] (each step only brings a pixel nearer its value).
+// The same pixels on every path.
+void inverse_rct_clamped(std::span<const std::uint16_t> yuv, std::size_t plane_size, std::uint32_t max_value,
+                         std::span<std::uint16_t> out, std::size_t first = 0, std::size_t count = SIZE_MAX,
+                         SimdPath path = simd_path());
 
 }  // namespace tezip::codecs
