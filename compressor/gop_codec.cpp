@@ -2232,6 +2232,30 @@ FrameShape colour_transformed_shape(FrameShape shape) {
 // sample; the whole encoding 0.82-0.84x as fast against 0.75-0.78x with 3 (docs/colour.md).
 constexpr std::uint32_t kColourTrialFrames = 1;
 
+// A bounded GOP's colour trial: thinner bands spread down the frame. What the exact chroma costs
+// against the RGB planes varies down a frame (colour vtest at abs 4, bands of 32 rows through 32
+// frames: 0.81x transformed at the top, 0.96x at mid-height, 1.31x at the bottom; the whole GOP
+// 1.07x), and one band at mid-height misjudged GOPs both ways. Four or six bands of 16 rows took
+// the whole GOP's side on the 9 GOPs measured (whole-GOP ratios 0.73-1.64; eight bands of 8 rows
+// erred on two); four cost twice the pixels of one band of 32 (docs/colour.md, "The transform at
+// a bound").
+constexpr std::uint32_t kBoundedColourBands = 4, kBoundedColourRows = 16;
+
+// `count` bands of `rows` rows through `frames`, centred on (2b + 1) / (2 count) of the height (in
+// `trial_shape`); none where they would cover the frames.
+std::vector<GopFrames> spread_bands(const GopFrames& frames, const FrameShape& shape, FrameShape& trial_shape,
+                                    std::uint32_t count, std::uint32_t rows) {
+  trial_shape = shape;
+  std::vector<GopFrames> cuts;
+  if (frames.empty() || std::uint64_t(count) * rows >= shape.height) return cuts;
+  trial_shape.height = rows;
+  for (std::uint32_t b = 0; b < count; ++b) {
+    const std::uint32_t centre = std::uint32_t((2 * std::uint64_t(b) + 1) * shape.height / (2 * count));
+    cuts.push_back(band(frames, shape, std::min(centre - std::min(centre, rows / 2), shape.height - rows), rows));
+  }
+  return cuts;
+}
+
 // Whether a GOP coded with `settings` may go through the colour transform: lossless, or at an abs
 // bound under the linear quantizer (one tolerance for Y, which every RGB channel then shares; rel
 // and pwrel tolerances differ by channel or pixel, interval runs would code the exact chroma
@@ -2247,10 +2271,11 @@ bool colour_transform_allowed(const CodingSettings& settings) {
 // transformed than as they are: a measured choice per GOP. `auto` is measured by its first choice
 // (previous), not by its own trials on both sides. On decoded video, whose chroma was subsampled
 // and is smooth: lossless, the film clip's ratio +10.3%, vtest's +2.5% (docs/colour.md, "A
-// reversible colour transform, chosen per GOP"); at abs 2 with exact chroma, cup 17% and colour
-// vtest 17% smaller ("The transform at a bound"). The first frames alone misjudge it: Megamind's
-// GOP opens on three near-black frames, where the transform loses 1.9%; without the key frame, or
-// without motion, the bands misjudged vtest and a drifting texture.
+// reversible colour transform, chosen per GOP"); at abs 2 with exact chroma (bounded GOPs'
+// trial: spread_bands), cup 22% and colour vtest 17% smaller ("The transform at a bound"). The
+// first frames alone misjudge it: Megamind's GOP opens on three near-black frames, where the
+// transform loses 1.9%; without the key frame, or without motion, the bands misjudged vtest and a
+// drifting texture.
 std::vector<bool> colour_transform_choices(const Predictor& predictor, const FrameShape& shape,
                                            std::span<const GopFrames* const> gops, const CodingSettings& settings) {
   std::vector<bool> chosen(gops.size(), false);
@@ -2263,7 +2288,10 @@ std::vector<bool> colour_transform_choices(const Predictor& predictor, const Fra
   trial_settings.zstd_win_level = 0;  // as in auto's trial: a second zstd pass would cost more than the trial
   for (std::size_t g = 0; g < gops.size(); ++g) {
     FrameShape trial_shape;
-    const std::vector<GopFrames> cuts = trial_bands(*gops[g], shape, trial_shape, kColourTrialFrames);
+    const std::vector<GopFrames> cuts =
+        settings.bound.mode == codecs::BoundMode::Lossless
+            ? trial_bands(*gops[g], shape, trial_shape, kColourTrialFrames)
+            : spread_bands(*gops[g], shape, trial_shape, kBoundedColourBands, kBoundedColourRows);
     std::vector<const GopFrames*> plain_list, transformed_list;
     for (const auto& c : cuts) plain_list.push_back(&c);
     if (cuts.empty()) plain_list.push_back(gops[g]);  // bands would cover the frames: the GOP itself
