@@ -1722,11 +1722,13 @@ const Predictor* chunk_predictor(const Predictor& predictor, std::span<const std
   return choice >= 1 && choice <= choices.size() ? choices[choice - 1] : nullptr;
 }
 
-// Rows y0 .. y0 + rows - 1 of every frame (every channel) of a GOP, as a GOP of frames `rows` high.
-GopFrames band(const GopFrames& frames, const FrameShape& shape, std::uint32_t y0, std::uint32_t rows) {
+// Rows y0 .. y0 + rows - 1 of every frame (every channel) of a GOP, or of its first `count`
+// frames, as a GOP of frames `rows` high.
+GopFrames band(const GopFrames& frames, const FrameShape& shape, std::uint32_t y0, std::uint32_t rows,
+               std::size_t count = SIZE_MAX) {
   const std::size_t plane = std::size_t(shape.width) * shape.height, cut = std::size_t(shape.width) * rows;
-  GopFrames out(frames.size(), Pixels(cut * shape.channels));
-  for (std::size_t t = 0; t < frames.size(); ++t)
+  GopFrames out(std::min(count, frames.size()), Pixels(cut * shape.channels));
+  for (std::size_t t = 0; t < out.size(); ++t)
     for (std::size_t c = 0; c < shape.channels; ++c) {
       const auto from = frames[t].begin() + std::ptrdiff_t(c * plane + std::size_t(y0) * shape.width);
       std::copy(from, from + std::ptrdiff_t(cut), out[t].begin() + std::ptrdiff_t(c * cut));
@@ -2232,26 +2234,28 @@ FrameShape colour_transformed_shape(FrameShape shape) {
 // sample; the whole encoding 0.82-0.84x as fast against 0.75-0.78x with 3 (docs/colour.md).
 constexpr std::uint32_t kColourTrialFrames = 1;
 
-// A bounded GOP's colour trial: thinner bands spread down the frame. What the exact chroma costs
-// against the RGB planes varies down a frame (colour vtest at abs 4, bands of 32 rows through 32
-// frames: 0.81x transformed at the top, 0.96x at mid-height, 1.31x at the bottom; the whole GOP
-// 1.07x), and one band at mid-height misjudged GOPs both ways. Four or six bands of 16 rows took
-// the whole GOP's side on the 9 GOPs measured (whole-GOP ratios 0.73-1.64; eight bands of 8 rows
-// erred on two); four cost twice the pixels of one band of 32 (docs/colour.md, "The transform at
-// a bound").
+// A bounded GOP's colour trial: thinner bands spread down the frame, through the GOP's first half
+// (at least kBoundedColourFrames frames). What the exact chroma costs against the RGB planes varies
+// down a frame (colour vtest at abs 4, bands of 32 rows through 32 frames: 0.81x transformed at
+// the top, 0.96x at mid-height, 1.31x at the bottom; the whole GOP 1.07x), and one band at
+// mid-height misjudged GOPs both ways. Four bands of 16 rows took the whole GOP's side on the 9
+// GOPs measured (whole-GOP ratios 0.73-1.64), through all 32 frames and through the first 16;
+// through 8 they erred once, as eight bands of 8 rows did twice (docs/colour.md, "The transform at
+// a bound"). Through 16 frames of 32 they cost as many pixels as one band of 32 rows through all.
 constexpr std::uint32_t kBoundedColourBands = 4, kBoundedColourRows = 16;
+constexpr std::size_t kBoundedColourFrames = 16;
 
-// `count` bands of `rows` rows through `frames`, centred on (2b + 1) / (2 count) of the height (in
-// `trial_shape`); none where they would cover the frames.
+// `count` bands of `rows` rows through the first `frames_used` of `frames`, centred on (2b + 1) /
+// (2 count) of the height (in `trial_shape`); none where they would cover the frames.
 std::vector<GopFrames> spread_bands(const GopFrames& frames, const FrameShape& shape, FrameShape& trial_shape,
-                                    std::uint32_t count, std::uint32_t rows) {
+                                    std::uint32_t count, std::uint32_t rows, std::size_t frames_used) {
   trial_shape = shape;
   std::vector<GopFrames> cuts;
   if (frames.empty() || std::uint64_t(count) * rows >= shape.height) return cuts;
   trial_shape.height = rows;
   for (std::uint32_t b = 0; b < count; ++b) {
     const std::uint32_t centre = std::uint32_t((2 * std::uint64_t(b) + 1) * shape.height / (2 * count));
-    cuts.push_back(band(frames, shape, std::min(centre - std::min(centre, rows / 2), shape.height - rows), rows));
+    cuts.push_back(band(frames, shape, std::min(centre - std::min(centre, rows / 2), shape.height - rows), rows, frames_used));
   }
   return cuts;
 }
@@ -2291,7 +2295,8 @@ std::vector<bool> colour_transform_choices(const Predictor& predictor, const Fra
     const std::vector<GopFrames> cuts =
         settings.bound.mode == codecs::BoundMode::Lossless
             ? trial_bands(*gops[g], shape, trial_shape, kColourTrialFrames)
-            : spread_bands(*gops[g], shape, trial_shape, kBoundedColourBands, kBoundedColourRows);
+            : spread_bands(*gops[g], shape, trial_shape, kBoundedColourBands, kBoundedColourRows,
+                           std::max(kBoundedColourFrames, (gops[g]->size() + 1) / 2));
     std::vector<const GopFrames*> plain_list, transformed_list;
     for (const auto& c : cuts) plain_list.push_back(&c);
     if (cuts.empty()) plain_list.push_back(gops[g]);  // bands would cover the frames: the GOP itself
