@@ -77,7 +77,8 @@ void forward_rct(std::span<const std::uint16_t> bgr, std::size_t plane_size, std
 
 namespace {
 
-// inverse_rct's work; Clamp: inverse_rct_clamped's. Returns whether every pixel lay in [0, M].
+// inverse_rct's work, returning whether every pixel lay in [0, M]; Clamp: inverse_rct_clamped's
+// (each pixel clamped, the result true).
 template <bool Clamp>
 bool inverse_rct_band(std::span<const std::uint16_t> yuv, std::size_t plane_size, std::uint32_t max_value,
                       std::span<std::uint16_t> out, std::size_t first, std::size_t count, SimdPath path) {
