@@ -254,12 +254,12 @@ codecs::PlaneBound plane_bound(const CodingSettings& settings, std::uint32_t tol
   return b;
 }
 
-// Channel `channel`'s tolerance on `plane`; the chroma of a GOP through the bounded colour transform
-// is exact (CodingSettings::exact_chroma).
+// Channel `channel`'s tolerance on `plane`; the chroma of a GOP through the colour transform is
+// exact in every mode (CodingSettings::transformed_chroma).
 std::uint32_t plane_tolerance(const CodingSettings& settings, std::span<const std::uint16_t> plane,
                               std::uint32_t max_value, std::size_t channel) {
   if (settings.bound.pointwise() || settings.bound.mode == codecs::BoundMode::Lossless || plane.empty()) return 0;
-  if (settings.exact_chroma && channel > 0) return 0;
+  if (settings.transformed_chroma && channel > 0) return 0;
   if (!settings.bound.spans()) return settings.bound.tolerance(0, 0, max_value);
   // A plain reduction, which the compiler vectorizes (std::minmax_element, whose iterators must
   // be the first minimum and the last maximum, does not: 11% of encoding at abs 2 went to it,
@@ -1975,6 +1975,13 @@ void try_sparse_chunk(const FrameShape& shape, const GopFrames& frames, const Co
 // bands as kMinRows rows each allow, up to kBands, each at least kMinRows high (a multiple of 16:
 // two rows of motion blocks), spread evenly down the frame, each to be coded as a GOP of its own,
 // `trial_shape` high. None where bands would cover the frames: the trial then codes the GOP itself.
+// The first row of band b of `bands` bands of `rows` rows, centred on (2b + 1) / (2 bands) of the
+// height (within the frame).
+std::uint32_t centred_band_top(std::uint32_t b, std::uint32_t bands, std::uint32_t rows, std::uint32_t height) {
+  const std::uint32_t centre = std::uint32_t((2 * std::uint64_t(b) + 1) * height / (2 * bands));
+  return std::min(centre - std::min(centre, rows / 2), height - rows);
+}
+
 std::vector<GopFrames> trial_bands(const GopFrames& frames, const FrameShape& shape, FrameShape& trial_shape,
                                    std::uint32_t trial_frames, std::uint64_t least_pixels = 0) {
   constexpr std::uint32_t kBands = 3, kMinRows = 32, kRowStep = 16;
@@ -1989,11 +1996,8 @@ std::vector<GopFrames> trial_bands(const GopFrames& frames, const FrameShape& sh
       shape.height, std::max<std::uint64_t>(kMinRows, (wanted / bands + kRowStep - 1) / kRowStep * kRowStep)));
   if (rows * bands < shape.height) {
     trial_shape.height = rows;
-    for (std::uint32_t b = 0; b < bands; ++b) {  // centred on (2b + 1) / (2 bands) of the height
-      const std::uint32_t centre = std::uint32_t((2 * std::uint64_t(b) + 1) * shape.height / (2 * bands));
-      const std::uint32_t top = std::min(centre - std::min(centre, rows / 2), shape.height - rows) / kRowStep * kRowStep;
-      cuts.push_back(band(frames, shape, top, rows));
-    }
+    for (std::uint32_t b = 0; b < bands; ++b)
+      cuts.push_back(band(frames, shape, centred_band_top(b, bands, rows, shape.height) / kRowStep * kRowStep, rows));
   }
   return cuts;
 }
@@ -2245,18 +2249,16 @@ constexpr std::uint32_t kColourTrialFrames = 1;
 constexpr std::uint32_t kBoundedColourBands = 4, kBoundedColourRows = 16;
 constexpr std::size_t kBoundedColourFrames = 16;
 
-// `count` bands of `rows` rows through the first `frames_used` of `frames`, centred on (2b + 1) /
-// (2 count) of the height (in `trial_shape`); none where they would cover the frames.
+// `count` bands of `rows` rows through the first `frames_used` of `frames`, centred as
+// trial_bands' (in `trial_shape`); none where they would cover the frames.
 std::vector<GopFrames> spread_bands(const GopFrames& frames, const FrameShape& shape, FrameShape& trial_shape,
                                     std::uint32_t count, std::uint32_t rows, std::size_t frames_used) {
   trial_shape = shape;
   std::vector<GopFrames> cuts;
   if (frames.empty() || std::uint64_t(count) * rows >= shape.height) return cuts;
   trial_shape.height = rows;
-  for (std::uint32_t b = 0; b < count; ++b) {
-    const std::uint32_t centre = std::uint32_t((2 * std::uint64_t(b) + 1) * shape.height / (2 * count));
-    cuts.push_back(band(frames, shape, std::min(centre - std::min(centre, rows / 2), shape.height - rows), rows, frames_used));
-  }
+  for (std::uint32_t b = 0; b < count; ++b)
+    cuts.push_back(band(frames, shape, centred_band_top(b, count, rows, shape.height), rows, frames_used));
   return cuts;
 }
 
@@ -2308,7 +2310,6 @@ std::vector<bool> colour_transform_choices(const Predictor& predictor, const Fra
     for (const auto& e : encode_predicted(trial, trial_shape, plain_list, trial_settings)) plain += e.bytes.size();
     CodingSettings transformed_settings = trial_settings;
     transformed_settings.transformed_chroma = true;  // as the GOP would be coded
-    transformed_settings.exact_chroma = settings.bound.mode != codecs::BoundMode::Lossless;
     for (const auto& e : encode_predicted(trial, colour_transformed_shape(trial_shape), transformed_list, transformed_settings))
       coded += e.bytes.size();
     chosen[g] = coded < plain;
@@ -2342,7 +2343,6 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
     const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
     CodingSettings transformed = settings;
     transformed.transformed_chroma = rct;
-    transformed.exact_chroma = rct && !lossless;
     auto coded = encode_predicted(predictor, rct ? colour_transformed_shape(shape) : shape, subset, transformed, rivals);
     for (std::size_t i = 0; i < where.size(); ++i) {
       EncodedGop& out = encoded[where[i]];

@@ -85,11 +85,10 @@ struct CodingSettings {
   // (codecs/transform/colour_transform.hpp); false: never.
   bool colour_transform = true;
   // Set by the encoder for GOPs it codes through the colour transform: their chroma planes
-  // (channels 1 and 2) may take the polyphase layout when coded against a forecast too.
+  // (channels 1 and 2) are coded exactly in bounded modes too (tolerance 0, so that every RGB
+  // channel comes back with Y's error), and may take the polyphase layout when coded against a
+  // forecast.
   bool transformed_chroma = false;
-  // Set by the encoder for bounded GOPs it codes through the colour transform: their chroma planes
-  // are coded exactly (tolerance 0), so that every RGB channel comes back with Y's error.
-  bool exact_chroma = false;
   // Encoder only, for auto's trial windows: the key frame is quantized as its reference, but its
   // symbols are left out of the chunk (the same key frame whatever the choice; the trial measures
   // what the choices code differently).
