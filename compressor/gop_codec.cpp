@@ -105,8 +105,10 @@ constexpr std::uint8_t kPixelChunk = 0x80;
 constexpr std::uint8_t kSparseChunk = 0x81;
 // The first byte of a colour-transformed chunk: a colour GOP whose frames went through a reversible
 // colour transform before they were coded (the next byte: codecs::kRctTransform for a lossless
-// GOP; codecs::kRctBoundedTransform for a bounded one, whose chroma planes are exact); a predictive
-// chunk of the transformed frames (planes Y, U, V, pixels in [0, 2 M]) follows.
+// GOP; codecs::kRctBoundedTransform for a bounded one, whose chroma planes are exact;
+// codecs::kGreenSplitTransform for a bounded one through subtract green, its bound split between G
+// and the chroma); a predictive chunk of the transformed frames (planes Y or G, U, V, pixels in
+// [0, 2 M]) follows.
 constexpr std::uint8_t kColourChunk = 0x82;
 
 // `count` frames of `size` pixels, not zeroed: for frames that are written whole before they are read.
@@ -254,12 +256,16 @@ codecs::PlaneBound plane_bound(const CodingSettings& settings, std::uint32_t tol
   return b;
 }
 
-// Channel `channel`'s tolerance on `plane`; the chroma of a GOP through the colour transform is
-// exact in every mode (CodingSettings::transformed_chroma).
+// Channel `channel`'s tolerance on `plane`; a GOP through the colour transform (at an abs bound)
+// splits its bound between luma and chroma (CodingSettings::transformed_chroma, chroma_tolerance).
 std::uint32_t plane_tolerance(const CodingSettings& settings, std::span<const std::uint16_t> plane,
                               std::uint32_t max_value, std::size_t channel) {
   if (settings.bound.pointwise() || settings.bound.mode == codecs::BoundMode::Lossless || plane.empty()) return 0;
-  if (settings.transformed_chroma && channel > 0) return 0;
+  if (settings.transformed_chroma) {
+    const std::uint32_t bound = settings.bound.tolerance(0, 0, max_value);
+    if (settings.chroma_tolerance > bound) throw std::logic_error("chroma tolerance past the bound");
+    return channel > 0 ? settings.chroma_tolerance : bound - settings.chroma_tolerance;
+  }
   if (!settings.bound.spans()) return settings.bound.tolerance(0, 0, max_value);
   // A plain reduction, which the compiler vectorizes (std::minmax_element, whose iterators must
   // be the first minimum and the last maximum, does not: 11% of encoding at abs 2 went to it,
@@ -267,6 +273,16 @@ std::uint32_t plane_tolerance(const CodingSettings& settings, std::span<const st
   std::uint16_t lo = UINT16_MAX, hi = 0;
   for (const std::uint16_t v : plane) lo = std::min(lo, v), hi = std::max(hi, v);
   return settings.bound.tolerance(lo, hi, max_value);
+}
+
+// Whether plane `channel` keeps the predictor's forecast where channel 0 takes coded motion: a
+// colour transform's chroma planes do. Displaced and interpolated, the chroma differences of
+// decoded video, exact or within a share of the bound, coded larger (first 100 frames: cup at abs 2
+// 24% larger, colour vtest 10%, at abs 4 up to 17%; losslessly vtest and box 8%, but cup 2%
+// smaller), and a measured choice at each GOP's first frame with motion misjudged it (docs/colour.md,
+// "Motion and the transformed chroma").
+bool chroma_keeps_forecast(const CodingSettings& settings, std::size_t channel) {
+  return channel > 0 && settings.transformed_chroma;
 }
 
 void append_zigzagged(codecs::SymbolBuffer& out, std::span<const std::int32_t> values) {
@@ -760,10 +776,15 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     const auto channel = [&](const std::uint16_t* f, std::uint32_t k) {
       return std::span<const std::uint16_t>(f + k * plane_size, plane_size);
     };
+    // The frame's estimates below measure the planes as code_plane codes them (keeps_forecast).
+    const auto keeps_forecast = [&](std::uint32_t k) { return chroma_keeps_forecast(settings, k); };
     auto compensate_all = [&](const codecs::MotionField& f, std::vector<std::uint16_t>& out) {
       for (std::uint32_t k = 0; k < shape.channels; ++k)
-        codecs::compensate(f, channel(previous_frame, k), std::span<std::uint16_t>(out).subspan(k * plane_size, plane_size),
-                           shape.max_value);
+        if (keeps_forecast(k))
+          std::copy(frame_forecast + k * plane_size, frame_forecast + (k + 1) * plane_size, out.begin() + std::ptrdiff_t(k * plane_size));
+        else
+          codecs::compensate(f, channel(previous_frame, k), std::span<std::uint16_t>(out).subspan(k * plane_size, plane_size),
+                             shape.max_value);
     };
     // A plane's estimate: its best transform's order-0 estimate, or (in_context) the contexts'
     // estimate of the plane under that transform, as the striped rANS coder codes it.
@@ -964,8 +985,13 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
                                std::vector<std::uint16_t>& out) {
         for (std::uint32_t k = 0; k < shape.channels; ++k) {
           const auto mean = std::span<std::uint16_t>(out).subspan(k * plane_size, plane_size);
+          const auto near = std::span<const std::uint16_t>(compensated).subspan(k * plane_size, plane_size);
+          if (keeps_forecast(k)) {
+            std::copy(near.begin(), near.end(), mean.begin());
+            continue;
+          }
           codecs::compensate(f, std::span<const std::uint16_t>(far_frame + k * plane_size, plane_size), mean, shape.max_value);
-          average(std::span<const std::uint16_t>(compensated).subspan(k * plane_size, plane_size), mean, mean);
+          average(near, mean, mean);
         }
         return vector_cost + (symbols.empty() ? 0 : vector_cost_of(symbols)) +
                frame_cost([&](std::uint32_t k) { return std::span<const std::uint16_t>(out).subspan(k * plane_size, plane_size); });
@@ -1015,9 +1041,13 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       for (const auto& [strength, flag, out] :
            {std::tuple{codecs::Smoothing::strong, kSmoothedForecast, &bi_compensated},
             std::tuple{codecs::Smoothing::weak, kWeaklySmoothed, &spatial_compensated}}) {
-        for (std::uint32_t k = 0; k < shape.channels; ++k)
-          codecs::smooth_forecast(std::span<const std::uint16_t>(compensated).subspan(k * plane_size, plane_size), shape.width,
-                                  std::span<std::uint16_t>(*out).subspan(k * plane_size, plane_size), strength);
+        for (std::uint32_t k = 0; k < shape.channels; ++k) {
+          const auto in = std::span<const std::uint16_t>(compensated).subspan(k * plane_size, plane_size);
+          if (keeps_forecast(k))
+            std::copy(in.begin(), in.end(), out->begin() + std::ptrdiff_t(k * plane_size));
+          else
+            codecs::smooth_forecast(in, shape.width, std::span<std::uint16_t>(*out).subspan(k * plane_size, plane_size), strength);
+        }
         if (const std::uint64_t cost = vector_cost + cost_with(*out); cost < with) with = cost, best = out, best_flag = flag;
       }
       if (best != nullptr) {
@@ -1081,7 +1111,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       if (c == 0) {
         motion = choose_motion(g, t, frame.data(), frame_forecast, forecast, record.tolerance);
       } else {
-        motion = channel0_motion == std::make_pair(g, t);
+        motion = channel0_motion == std::make_pair(g, t) && !chroma_keeps_forecast(settings, c);
       }
       if (motion) {
         forecast = std::span<const std::uint16_t>(compensated).subspan(c * plane_size, plane_size);
@@ -2220,12 +2250,35 @@ std::vector<GopFrames> decode_predicted(const Predictor& predictor, const FrameS
 
 namespace {
 
-// The frames of a colour GOP through the reversible colour transform (codecs/transform/colour_transform.hpp).
-GopFrames colour_transformed(const GopFrames& frames, const FrameShape& shape, std::size_t count) {
+// The first `count` frames of a colour GOP through the colour transform of code `transform`
+// (codecs/transform/colour_transform.hpp).
+GopFrames colour_transformed(const GopFrames& frames, const FrameShape& shape, std::size_t count, std::uint8_t transform) {
   const std::size_t plane_size = std::size_t(shape.width) * shape.height;
   GopFrames out = unwritten_frames(std::min(count, frames.size()), shape.size());
-  for (std::size_t t = 0; t < out.size(); ++t) codecs::forward_rct(frames[t], plane_size, shape.max_value, out[t]);
+  for (std::size_t t = 0; t < out.size(); ++t)
+    if (transform == codecs::kGreenSplitTransform)
+      codecs::forward_subtract_green(frames[t], plane_size, shape.max_value, out[t]);
+    else
+      codecs::forward_rct(frames[t], plane_size, shape.max_value, out[t]);
   return out;
+}
+
+// Turns a bounded colour GOP's decoded planes (`coded`, in the transform's domain) back into B,
+// G, R: pixels [first, first + count) of each plane.
+void turn_back_bounded(std::uint8_t transform, std::span<const std::uint16_t> coded, std::size_t plane_size,
+                       std::uint32_t max_value, std::span<std::uint16_t> out, std::size_t first = 0,
+                       std::size_t count = SIZE_MAX) {
+  if (transform == codecs::kGreenSplitTransform)
+    codecs::inverse_subtract_green_clamped(coded, plane_size, max_value, out, first, count);
+  else
+    codecs::inverse_rct_clamped(coded, plane_size, max_value, out, first, count);
+}
+
+// The chroma's share of an abs bound of tolerance `tolerance` through subtract green (G keeps the
+// rest); 0: not offered (below 2, G would be exact). (docs/colour.md, "A chroma within a share of
+// the bound".)
+std::uint32_t green_chroma_share(std::uint32_t tolerance) {
+  return tolerance >= 2 ? std::max<std::uint32_t>(1, tolerance / 4) : 0;
 }
 
 FrameShape colour_transformed_shape(FrameShape shape) {
@@ -2282,9 +2335,9 @@ bool colour_transform_allowed(const CodingSettings& settings) {
 // first frames alone misjudge it: Megamind's GOP opens on three near-black frames, where the
 // transform loses 1.9%; without the key frame, or without motion, the bands misjudged vtest and a
 // drifting texture.
-std::vector<bool> colour_transform_choices(const Predictor& predictor, const FrameShape& shape,
-                                           std::span<const GopFrames* const> gops, const CodingSettings& settings) {
-  std::vector<bool> chosen(gops.size(), false);
+std::vector<std::uint8_t> colour_transform_choices(const Predictor& predictor, const FrameShape& shape,
+                                                   std::span<const GopFrames* const> gops, const CodingSettings& settings) {
+  std::vector<std::uint8_t> chosen(gops.size(), 0);
   if (!settings.colour_transform || shape.channels != 3 || !colour_transform_allowed(settings) ||
       !codecs::rct_fits(shape.max_value) || !predictor.identity().weights_sha256.empty())
     return chosen;
@@ -2292,27 +2345,36 @@ std::vector<bool> colour_transform_choices(const Predictor& predictor, const Fra
   const Predictor& trial = choices.empty() ? predictor : *choices[0];
   CodingSettings trial_settings = settings;
   trial_settings.zstd_win_level = 0;  // as in auto's trial: a second zstd pass would cost more than the trial
+  const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
+  const std::uint32_t green_share =
+      lossless ? 0 : green_chroma_share(settings.bound.tolerance(0, 0, codecs::rct_max_value(shape.max_value)));
+  std::vector<std::uint8_t> candidates{lossless ? codecs::kRctTransform : codecs::kRctBoundedTransform};
+  if (green_share > 0) candidates.push_back(codecs::kGreenSplitTransform);
   for (std::size_t g = 0; g < gops.size(); ++g) {
     FrameShape trial_shape;
     const std::vector<GopFrames> cuts =
-        settings.bound.mode == codecs::BoundMode::Lossless
-            ? trial_bands(*gops[g], shape, trial_shape, kColourTrialFrames)
-            : spread_bands(*gops[g], shape, trial_shape, kBoundedColourBands, kBoundedColourRows,
-                           std::max(kBoundedColourFrames, (gops[g]->size() + 1) / 2));
-    std::vector<const GopFrames*> plain_list, transformed_list;
+        lossless ? trial_bands(*gops[g], shape, trial_shape, kColourTrialFrames)
+                 : spread_bands(*gops[g], shape, trial_shape, kBoundedColourBands, kBoundedColourRows,
+                                std::max(kBoundedColourFrames, (gops[g]->size() + 1) / 2));
+    std::vector<const GopFrames*> plain_list;
     for (const auto& c : cuts) plain_list.push_back(&c);
     if (cuts.empty()) plain_list.push_back(gops[g]);  // bands would cover the frames: the GOP itself
-    std::vector<GopFrames> transformed;
-    transformed.reserve(plain_list.size());
-    for (const GopFrames* c : plain_list) transformed.push_back(colour_transformed(*c, trial_shape, c->size()));
-    for (const auto& c : transformed) transformed_list.push_back(&c);
-    std::size_t plain = 0, coded = 0;
-    for (const auto& e : encode_predicted(trial, trial_shape, plain_list, trial_settings)) plain += e.bytes.size();
-    CodingSettings transformed_settings = trial_settings;
-    transformed_settings.transformed_chroma = true;  // as the GOP would be coded
-    for (const auto& e : encode_predicted(trial, colour_transformed_shape(trial_shape), transformed_list, transformed_settings))
-      coded += e.bytes.size();
-    chosen[g] = coded < plain;
+    std::size_t least = 0;
+    for (const auto& e : encode_predicted(trial, trial_shape, plain_list, trial_settings)) least += e.bytes.size();
+    for (const std::uint8_t transform : candidates) {
+      std::vector<GopFrames> transformed;
+      std::vector<const GopFrames*> transformed_list;
+      transformed.reserve(plain_list.size());
+      for (const GopFrames* c : plain_list) transformed.push_back(colour_transformed(*c, trial_shape, c->size(), transform));
+      for (const auto& c : transformed) transformed_list.push_back(&c);
+      CodingSettings transformed_settings = trial_settings;  // as the GOP would be coded
+      transformed_settings.transformed_chroma = true;
+      transformed_settings.chroma_tolerance = transform == codecs::kGreenSplitTransform ? green_share : 0;
+      std::size_t coded = 0;
+      for (const auto& e : encode_predicted(trial, colour_transformed_shape(trial_shape), transformed_list, transformed_settings))
+        coded += e.bytes.size();
+      if (coded < least) least = coded, chosen[g] = transform;
+    }
   }
   return chosen;
 }
@@ -2321,34 +2383,37 @@ std::vector<bool> colour_transform_choices(const Predictor& predictor, const Fra
 
 std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape& shape,
                                     std::span<const GopFrames* const> gops, const CodingSettings& settings) {
-  const std::vector<bool> transform = colour_transform_choices(predictor, shape, gops, settings);
+  const std::vector<std::uint8_t> transform = colour_transform_choices(predictor, shape, gops, settings);
   std::vector<SparseRival> sparse;
   for (std::size_t g = 0; g < gops.size(); ++g) sparse.emplace_back(shape, *gops[g], settings);
   std::vector<EncodedGop> encoded(gops.size());
-  // The GOPs as they are, then the transformed ones (their frames turned here), each set in one
+  const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
+  // The GOPs as they are, then those of each transform (their frames turned here), each set in one
   // lockstep call.
-  for (const bool rct : {false, true}) {
+  for (const std::uint8_t kind : {std::uint8_t(0), lossless ? codecs::kRctTransform : codecs::kRctBoundedTransform,
+                                  codecs::kGreenSplitTransform}) {
     std::vector<GopFrames> turned;
     std::vector<const GopFrames*> subset;
     std::vector<std::size_t> where;
     std::vector<ChunkRival> rivals;
     for (std::size_t g = 0; g < gops.size(); ++g)
-      if (transform[g] == rct) {
-        if (rct) turned.push_back(colour_transformed(*gops[g], shape, gops[g]->size()));
+      if (transform[g] == kind) {
+        if (kind) turned.push_back(colour_transformed(*gops[g], shape, gops[g]->size(), kind));
         where.push_back(g);
         rivals.push_back([rival = &sparse[g]] { return rival->estimate(); });
       }
     if (where.empty()) continue;
-    for (std::size_t i = 0; i < where.size(); ++i) subset.push_back(rct ? &turned[i] : gops[where[i]]);
-    const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
+    for (std::size_t i = 0; i < where.size(); ++i) subset.push_back(kind ? &turned[i] : gops[where[i]]);
     CodingSettings transformed = settings;
-    transformed.transformed_chroma = rct;
-    auto coded = encode_predicted(predictor, rct ? colour_transformed_shape(shape) : shape, subset, transformed, rivals);
+    transformed.transformed_chroma = kind != 0;
+    if (kind == codecs::kGreenSplitTransform)
+      transformed.chroma_tolerance = green_chroma_share(settings.bound.tolerance(0, 0, codecs::rct_max_value(shape.max_value)));
+    auto coded = encode_predicted(predictor, kind ? colour_transformed_shape(shape) : shape, subset, transformed, rivals);
     for (std::size_t i = 0; i < where.size(); ++i) {
       EncodedGop& out = encoded[where[i]];
       out = std::move(coded[i]);
-      if (!rct) continue;
-      out.bytes.insert(out.bytes.begin(), {kColourChunk, lossless ? codecs::kRctTransform : codecs::kRctBoundedTransform});
+      if (!kind) continue;
+      out.bytes.insert(out.bytes.begin(), {kColourChunk, kind});
       if (lossless) {
         out.reconstruction = *gops[where[i]];
         continue;
@@ -2356,7 +2421,7 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
       const std::size_t plane_size = std::size_t(shape.width) * shape.height;
       for (auto& frame : out.reconstruction) {  // as the decoder turns it back
         Pixels rgb(frame.size());
-        codecs::inverse_rct_clamped(frame, plane_size, shape.max_value, rgb);
+        turn_back_bounded(kind, frame, plane_size, shape.max_value, rgb);
         frame = std::move(rgb);
       }
     }
@@ -2372,7 +2437,8 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
 
 std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t> head) {
   if (head.empty()) return "?";
-  if (head[0] == kColourChunk) return head.size() < 2 ? "?" : "rct " + chunk_kind(predictor, head.subspan(2));
+  if (head[0] == kColourChunk)
+    return head.size() < 2 ? "?" : (head[1] == codecs::kGreenSplitTransform ? "green " : "rct ") + chunk_kind(predictor, head.subspan(2));
   if (head[0] == kPixelChunk) return "pixels";
   if (head[0] == kSparseChunk) return "sparse";
   if (head[0] == kGroupChunk) return "group";
@@ -2393,15 +2459,17 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
   std::vector<GopFrames> frames(chunks.size());
   std::vector<std::span<const std::uint8_t>> transformed;
   std::vector<std::size_t> transformed_counts, transformed_at;
+  std::vector<std::uint8_t> transform_of;
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     if (!chunks[g].empty() && chunks[g][0] == kColourChunk) {
       const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
-      if (chunks[g].size() < 2 || (chunks[g][1] != codecs::kRctTransform && chunks[g][1] != codecs::kRctBoundedTransform))
+      if (chunks[g].size() < 2 || chunks[g][1] < codecs::kRctTransform || chunks[g][1] > codecs::kGreenSplitTransform)
         throw DataError("chunk: unknown colour transform");
       if (shape.channels != 3 || !codecs::rct_fits(shape.max_value) ||
           (chunks[g][1] == codecs::kRctTransform) != lossless)
         throw DataError("chunk: a colour transform where the archive cannot have one");
       transformed.push_back(chunks[g].subspan(2)), transformed_counts.push_back(frame_counts[g]), transformed_at.push_back(g);
+      transform_of.push_back(chunks[g][1]);
     } else if (is_pixel_domain_chunk(chunks[g])) {
       std::function<void(std::size_t, std::size_t, std::span<const std::uint16_t>)> plane_done;
       if (done) plane_done = [&](std::size_t t, std::size_t c, std::span<const std::uint16_t> plane) { done(g, t, c, 0, plane); };
@@ -2437,8 +2505,8 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
       const std::span<const std::uint16_t> decoded(rows.data() - (c * plane_size + y0 * shape.width), shape.size());
       const std::size_t g = transformed_at[i];
       if (frames[g][t].empty()) frames[g][t] = spare[i].empty() ? Pixels(shape.size()) : std::move(spare[i]);
-      if (settings.bound.mode != codecs::BoundMode::Lossless)  // Y within its bound; every channel clamped
-        codecs::inverse_rct_clamped(decoded, plane_size, shape.max_value, frames[g][t], y0 * shape.width, rows.size());
+      if (settings.bound.mode != codecs::BoundMode::Lossless)  // each plane within its share; every channel clamped
+        turn_back_bounded(transform_of[i], decoded, plane_size, shape.max_value, frames[g][t], y0 * shape.width, rows.size());
       else if (!codecs::inverse_rct(decoded, plane_size, shape.max_value, frames[g][t], y0 * shape.width, rows.size()))
         throw DataError("chunk: the colour transform's planes leave the pixel range");
       if (done)

@@ -84,11 +84,12 @@ struct CodingSettings {
   // reversible colour transform where a trial says it codes smaller
   // (codecs/transform/colour_transform.hpp); false: never.
   bool colour_transform = true;
-  // Set by the encoder for GOPs it codes through the colour transform: their chroma planes
-  // (channels 1 and 2) are coded exactly in bounded modes too (tolerance 0, so that every RGB
-  // channel comes back with Y's error), and may take the polyphase layout when coded against a
-  // forecast.
+  // Set by the encoder for GOPs it codes through a colour transform: their chroma planes
+  // (channels 1 and 2) may take the polyphase layout when coded against a forecast, and in bounded
+  // modes take chroma_tolerance, the luma plane the bound's tolerance less it (the RCT: 0, exact
+  // chroma, so that every RGB channel comes back with Y's error; subtract green: a share).
   bool transformed_chroma = false;
+  std::uint32_t chroma_tolerance = 0;
   // Encoder only, for auto's trial windows: the key frame is quantized as its reference, but its
   // symbols are left out of the chunk (the same key frame whatever the choice; the trial measures
   // what the choices code differently).

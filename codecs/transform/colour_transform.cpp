@@ -21,8 +21,9 @@ void check(std::size_t in, std::size_t out, std::size_t plane_size) {
 // [0, 2M] (the inner chunk's range; Clamp: Y first clamped to [0, M]) and M <= 8191, U - M and
 // V - M lie in [-M, M], their sum in [-2M, 2M], G in [-M/2, 5M/2], B and R in [-3M/2, 7M/2]: all
 // within int16. A value outside [0, M], compared unsigned (negatives wrap above M), marks the frame
-// damaged, or (Clamp) is clamped to it. Returns where the vectors stopped.
-template <bool Clamp>
+// damaged, or (Clamp) is clamped to it. Green: the first plane is G itself (subtract green,
+// always clamped). Returns where the vectors stopped.
+template <bool Clamp, bool Green>
 [[gnu::target("avx2")]] std::size_t inverse_rct_avx2(const std::uint16_t* y, const std::uint16_t* u, const std::uint16_t* v,
                                                     std::uint16_t* b, std::uint16_t* g, std::uint16_t* r, std::size_t i,
                                                     std::size_t end, std::uint32_t max_value, std::uint32_t& outside) {
@@ -33,10 +34,10 @@ template <bool Clamp>
     const __m256i vi = _mm256_sub_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)), m);
     __m256i yi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i));
     if constexpr (Clamp) yi = _mm256_min_epu16(yi, m);
-    __m256i gi = _mm256_sub_epi16(yi, _mm256_srai_epi16(_mm256_add_epi16(ui, vi), 2));
+    __m256i gi = Green ? yi : _mm256_sub_epi16(yi, _mm256_srai_epi16(_mm256_add_epi16(ui, vi), 2));
     __m256i bi = _mm256_add_epi16(ui, gi), ri = _mm256_add_epi16(vi, gi);
     if constexpr (Clamp) {
-      gi = _mm256_min_epi16(_mm256_max_epi16(gi, zero), m);
+      if constexpr (!Green) gi = _mm256_min_epi16(_mm256_max_epi16(gi, zero), m);
       bi = _mm256_min_epi16(_mm256_max_epi16(bi, zero), m);
       ri = _mm256_min_epi16(_mm256_max_epi16(ri, zero), m);
     } else {
@@ -75,11 +76,25 @@ void forward_rct(std::span<const std::uint16_t> bgr, std::size_t plane_size, std
   }
 }
 
+void forward_subtract_green(std::span<const std::uint16_t> bgr, std::size_t plane_size, std::uint32_t max_value,
+                            std::span<std::uint16_t> out) {
+  check(bgr.size(), out.size(), plane_size);
+  if (!rct_fits(max_value)) throw std::invalid_argument("colour transform: pixels too wide");
+  const auto [b, g, r] = planes_of(bgr.data(), plane_size);
+  const auto [gg, u, v] = planes_of(out.data(), plane_size);
+  const std::int32_t m = std::int32_t(max_value);
+  for (std::size_t i = 0; i < plane_size; ++i) {
+    gg[i] = g[i];
+    u[i] = std::uint16_t(std::int32_t(b[i]) - g[i] + m);
+    v[i] = std::uint16_t(std::int32_t(r[i]) - g[i] + m);
+  }
+}
+
 namespace {
 
 // inverse_rct's work, returning whether every pixel lay in [0, M]; Clamp: inverse_rct_clamped's
-// (each pixel clamped, the result true).
-template <bool Clamp>
+// (each pixel clamped, the result true); Green (with Clamp): inverse_subtract_green_clamped's.
+template <bool Clamp, bool Green = false>
 bool inverse_rct_band(std::span<const std::uint16_t> yuv, std::size_t plane_size, std::uint32_t max_value,
                       std::span<std::uint16_t> out, std::size_t first, std::size_t count, SimdPath path) {
   check(yuv.size(), out.size(), plane_size);
@@ -92,13 +107,13 @@ bool inverse_rct_band(std::span<const std::uint16_t> yuv, std::size_t plane_size
   if (!simd_supported(path)) throw std::invalid_argument("colour transform: this CPU cannot run the kernel path");
   std::size_t i = first;
 #if defined(__x86_64__) || defined(__i386__)
-  if (path >= SimdPath::avx2 && max_value <= 8191) i = inverse_rct_avx2<Clamp>(y, u, v, b, g, r, i, end, max_value, outside);
+  if (path >= SimdPath::avx2 && max_value <= 8191) i = inverse_rct_avx2<Clamp, Green>(y, u, v, b, g, r, i, end, max_value, outside);
 #endif
   const auto clamp = [m](std::int32_t x) { return std::clamp(x, 0, m); };
   for (; i < end; ++i) {
     const std::int32_t ui = std::int32_t(u[i]) - m, vi = std::int32_t(v[i]) - m;
     const std::int32_t yi = Clamp ? std::min(std::int32_t(y[i]), m) : std::int32_t(y[i]);
-    std::int32_t gi = yi - ((ui + vi) >> 2);  // arithmetic shift: floor
+    std::int32_t gi = Green ? yi : yi - ((ui + vi) >> 2);  // arithmetic shift: floor
     std::int32_t bi = ui + gi, ri = vi + gi;
     if constexpr (Clamp) {
       gi = clamp(gi), bi = clamp(bi), ri = clamp(ri);
@@ -123,6 +138,11 @@ bool inverse_rct(std::span<const std::uint16_t> yuv, std::size_t plane_size, std
 void inverse_rct_clamped(std::span<const std::uint16_t> yuv, std::size_t plane_size, std::uint32_t max_value,
                          std::span<std::uint16_t> out, std::size_t first, std::size_t count, SimdPath path) {
   inverse_rct_band<true>(yuv, plane_size, max_value, out, first, count, path);
+}
+
+void inverse_subtract_green_clamped(std::span<const std::uint16_t> guv, std::size_t plane_size, std::uint32_t max_value,
+                                    std::span<std::uint16_t> out, std::size_t first, std::size_t count, SimdPath path) {
+  inverse_rct_band<true, true>(guv, plane_size, max_value, out, first, count, path);
 }
 
 }  // namespace tezip::codecs
