@@ -2291,24 +2291,32 @@ FrameShape colour_transformed_shape(FrameShape shape) {
 // sample; the whole encoding 0.82-0.84x as fast against 0.75-0.78x with 3 (docs/colour.md).
 constexpr std::uint32_t kColourTrialFrames = 1;
 
-// A bounded GOP's colour trial: thinner bands spread down the frame, through the GOP's first half
-// (at least kBoundedColourFrames frames). What the exact chroma costs against the RGB planes varies
-// down a frame (colour vtest at abs 4, bands of 32 rows through 32 frames: 0.81x transformed at
-// the top, 0.96x at mid-height, 1.31x at the bottom; the whole GOP 1.07x), and one band at
-// mid-height misjudged GOPs both ways. Four bands of 16 rows took the whole GOP's side on the 9
-// GOPs measured (whole-GOP ratios 0.73-1.64), through all 32 frames and through the first 16;
-// through 8 they erred once, as eight bands of 8 rows did twice (docs/colour.md, "The transform at
-// a bound"). Through 16 frames of 32 they cost as many pixels as one band of 32 rows through all.
-constexpr std::uint32_t kBoundedColourBands = 4, kBoundedColourRows = 16;
-constexpr std::size_t kBoundedColourFrames = 16;
+// A bounded GOP's colour trial: thin bands spread down the frame, through the GOP's first frames.
+// What a transform costs against the RGB planes varies down a frame (colour vtest at abs 4, bands
+// of 32 rows through 32 frames: the exact chroma 0.81x at the top, 0.96x at mid-height, 1.31x at
+// the bottom; the whole GOP 1.07x), and so does what subtract green's split costs against the exact
+// chroma. Eight bands of 16 rows through the first 8 frames (as many pixels as the four bands of 16
+// rows through the first 16 that chose between two sides before subtract green): on 40 GOPs of 5
+// clips at abs 2 and 4 whose three sides were coded whole, the choices coded 0.35% more than the
+// best side of each GOP, against 1.89% for four bands through 16 frames, 0.67% for two bands of 32
+// rows, 0.41% for eight bands through 16 frames, 0.66% through 4 (docs/colour.md, "The trial's
+// bands, measured again").
+constexpr std::uint32_t kBoundedColourBands = 8, kBoundedColourRows = 16;
+constexpr std::size_t kBoundedColourFrames = 8;
 
-// `count` bands of `rows` rows through the first `frames_used` of `frames`, centred as
-// trial_bands' (in `trial_shape`); none where they would cover the frames.
+// Up to `count` bands of `rows` rows (fewer where the frame is short: they never cover it) through
+// the first `frames_used` of `frames`, centred as trial_bands' (in `trial_shape`); frames of no
+// more than `rows` rows are taken whole.
 std::vector<GopFrames> spread_bands(const GopFrames& frames, const FrameShape& shape, FrameShape& trial_shape,
                                     std::uint32_t count, std::uint32_t rows, std::size_t frames_used) {
   trial_shape = shape;
   std::vector<GopFrames> cuts;
-  if (frames.empty() || std::uint64_t(count) * rows >= shape.height) return cuts;
+  if (frames.empty()) return cuts;
+  count = std::min(count, (shape.height - 1) / rows);
+  if (count == 0) {
+    cuts.push_back(band(frames, shape, 0, shape.height, frames_used));
+    return cuts;
+  }
   trial_shape.height = rows;
   for (std::uint32_t b = 0; b < count; ++b)
     cuts.push_back(band(frames, shape, centred_band_top(b, count, rows, shape.height), rows, frames_used));
@@ -2354,8 +2362,7 @@ std::vector<std::uint8_t> colour_transform_choices(const Predictor& predictor, c
     FrameShape trial_shape;
     const std::vector<GopFrames> cuts =
         lossless ? trial_bands(*gops[g], shape, trial_shape, kColourTrialFrames)
-                 : spread_bands(*gops[g], shape, trial_shape, kBoundedColourBands, kBoundedColourRows,
-                                std::max(kBoundedColourFrames, (gops[g]->size() + 1) / 2));
+                 : spread_bands(*gops[g], shape, trial_shape, kBoundedColourBands, kBoundedColourRows, kBoundedColourFrames);
     std::vector<const GopFrames*> plain_list;
     for (const auto& c : cuts) plain_list.push_back(&c);
     if (cuts.empty()) plain_list.push_back(gops[g]);  // bands would cover the frames: the GOP itself
