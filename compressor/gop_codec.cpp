@@ -2291,18 +2291,17 @@ FrameShape colour_transformed_shape(FrameShape shape) {
 // sample; the whole encoding 0.82-0.84x as fast against 0.75-0.78x with 3 (docs/colour.md).
 constexpr std::uint32_t kColourTrialFrames = 1;
 
-// A bounded GOP's colour trial: thin bands spread down the frame, through the GOP's first frames.
-// What a transform costs against the RGB planes varies down a frame (colour vtest at abs 4, bands
-// of 32 rows through 32 frames: the exact chroma 0.81x at the top, 0.96x at mid-height, 1.31x at
-// the bottom; the whole GOP 1.07x), and so does what subtract green's split costs against the exact
-// chroma. Eight bands of 16 rows through the first 8 frames (as many pixels as the four bands of 16
-// rows through the first 16 that chose between two sides before subtract green): on 40 GOPs of 5
-// clips at abs 2 and 4 whose three sides were coded whole, the choices coded 0.35% more than the
-// best side of each GOP, against 1.89% for four bands through 16 frames, 0.67% for two bands of 32
-// rows, 0.41% for eight bands through 16 frames, 0.66% through 4 (docs/colour.md, "The trial's
-// bands, measured again").
+// A bounded GOP's colour trial: thin bands spread down the frame, through the GOP's first half (at
+// least kBoundedColourFrames frames). What a transform costs against the RGB planes varies down a
+// frame (colour vtest at abs 4, bands of 32 rows through 32 frames: the exact chroma 0.81x at the
+// top, 0.96x at mid-height, 1.31x at the bottom; the whole GOP 1.07x), and so does what subtract
+// green's split costs against the exact chroma. On 52 GOPs of 5 clips at abs 2, 4 and 8 whose three
+// sides were coded whole, eight bands of 16 rows chose sides that coded 0.55% more than the best
+// side of each GOP; the four bands of 16 rows that chose between two sides before subtract green
+// 1.72%, six 0.74%; eight through the first 8 frames 0.90% (their key frame weighs too much: cup
+// and colour vtest at abs 8 +6.3% and +5.5%; docs/colour.md, "The trial's bands, measured again").
 constexpr std::uint32_t kBoundedColourBands = 8, kBoundedColourRows = 16;
-constexpr std::size_t kBoundedColourFrames = 8;
+constexpr std::size_t kBoundedColourFrames = 16;
 
 // Up to `count` bands of `rows` rows (fewer where the frame is short: they never cover it) through
 // the first `frames_used` of `frames`, centred as trial_bands' (in `trial_shape`); frames of no
@@ -2362,7 +2361,8 @@ std::vector<std::uint8_t> colour_transform_choices(const Predictor& predictor, c
     FrameShape trial_shape;
     const std::vector<GopFrames> cuts =
         lossless ? trial_bands(*gops[g], shape, trial_shape, kColourTrialFrames)
-                 : spread_bands(*gops[g], shape, trial_shape, kBoundedColourBands, kBoundedColourRows, kBoundedColourFrames);
+                 : spread_bands(*gops[g], shape, trial_shape, kBoundedColourBands, kBoundedColourRows,
+                                std::max(kBoundedColourFrames, (gops[g]->size() + 1) / 2));
     std::vector<const GopFrames*> plain_list;
     for (const auto& c : cuts) plain_list.push_back(&c);
     if (cuts.empty()) plain_list.push_back(gops[g]);  // bands would cover the frames: the GOP itself
