@@ -781,7 +781,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     auto compensate_all = [&](const codecs::MotionField& f, std::vector<std::uint16_t>& out) {
       for (std::uint32_t k = 0; k < shape.channels; ++k)
         if (keeps_forecast(k))
-          std::copy(frame_forecast + k * plane_size, frame_forecast + (k + 1) * plane_size, out.begin() + std::ptrdiff_t(k * plane_size));
+          std::copy_n(frame_forecast + k * plane_size, plane_size, out.begin() + std::ptrdiff_t(k * plane_size));
         else
           codecs::compensate(f, channel(previous_frame, k), std::span<std::uint16_t>(out).subspan(k * plane_size, plane_size),
                              shape.max_value);
@@ -2274,11 +2274,20 @@ void turn_back_bounded(std::uint8_t transform, std::span<const std::uint16_t> co
     codecs::inverse_rct_clamped(coded, plane_size, max_value, out, first, count);
 }
 
-// The chroma's share of an abs bound of tolerance `tolerance` through subtract green (G keeps the
-// rest); 0: not offered (below 2, G would be exact). (docs/colour.md, "A chroma within a share of
-// the bound".)
-std::uint32_t green_chroma_share(std::uint32_t tolerance) {
+// The chroma's share of the bound through subtract green (G keeps the rest) for GOPs coded with
+// `settings` (at an abs bound: colour_transform_allowed); 0: not offered (lossless, or a tolerance
+// below 2, where G would be exact). (docs/colour.md, "A chroma within a share of the bound".)
+std::uint32_t green_chroma_share(const CodingSettings& settings, const FrameShape& shape) {
+  if (settings.bound.mode == codecs::BoundMode::Lossless) return 0;
+  const std::uint32_t tolerance = settings.bound.tolerance(0, 0, codecs::rct_max_value(shape.max_value));
   return tolerance >= 2 ? std::max<std::uint32_t>(1, tolerance / 4) : 0;
+}
+
+// `settings` for GOPs coded through colour transform `transform` (0: as they are).
+CodingSettings through_transform(CodingSettings settings, const FrameShape& shape, std::uint8_t transform) {
+  settings.transformed_chroma = transform != 0;
+  settings.chroma_tolerance = transform == codecs::kGreenSplitTransform ? green_chroma_share(settings, shape) : 0;
+  return settings;
 }
 
 FrameShape colour_transformed_shape(FrameShape shape) {
@@ -2353,10 +2362,8 @@ std::vector<std::uint8_t> colour_transform_choices(const Predictor& predictor, c
   CodingSettings trial_settings = settings;
   trial_settings.zstd_win_level = 0;  // as in auto's trial: a second zstd pass would cost more than the trial
   const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
-  const std::uint32_t green_share =
-      lossless ? 0 : green_chroma_share(settings.bound.tolerance(0, 0, codecs::rct_max_value(shape.max_value)));
   std::vector<std::uint8_t> candidates{lossless ? codecs::kRctTransform : codecs::kRctBoundedTransform};
-  if (green_share > 0) candidates.push_back(codecs::kGreenSplitTransform);
+  if (green_chroma_share(settings, shape) > 0) candidates.push_back(codecs::kGreenSplitTransform);
   for (std::size_t g = 0; g < gops.size(); ++g) {
     FrameShape trial_shape;
     const std::vector<GopFrames> cuts =
@@ -2374,11 +2381,9 @@ std::vector<std::uint8_t> colour_transform_choices(const Predictor& predictor, c
       transformed.reserve(plain_list.size());
       for (const GopFrames* c : plain_list) transformed.push_back(colour_transformed(*c, trial_shape, c->size(), transform));
       for (const auto& c : transformed) transformed_list.push_back(&c);
-      CodingSettings transformed_settings = trial_settings;  // as the GOP would be coded
-      transformed_settings.transformed_chroma = true;
-      transformed_settings.chroma_tolerance = transform == codecs::kGreenSplitTransform ? green_share : 0;
-      std::size_t coded = 0;
-      for (const auto& e : encode_predicted(trial, colour_transformed_shape(trial_shape), transformed_list, transformed_settings))
+      std::size_t coded = 0;  // coded as the GOP would be
+      for (const auto& e : encode_predicted(trial, colour_transformed_shape(trial_shape), transformed_list,
+                                            through_transform(trial_settings, shape, transform)))
         coded += e.bytes.size();
       if (coded < least) least = coded, chosen[g] = transform;
     }
@@ -2411,11 +2416,8 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
       }
     if (where.empty()) continue;
     for (std::size_t i = 0; i < where.size(); ++i) subset.push_back(kind ? &turned[i] : gops[where[i]]);
-    CodingSettings transformed = settings;
-    transformed.transformed_chroma = kind != 0;
-    if (kind == codecs::kGreenSplitTransform)
-      transformed.chroma_tolerance = green_chroma_share(settings.bound.tolerance(0, 0, codecs::rct_max_value(shape.max_value)));
-    auto coded = encode_predicted(predictor, kind ? colour_transformed_shape(shape) : shape, subset, transformed, rivals);
+    auto coded = encode_predicted(predictor, kind ? colour_transformed_shape(shape) : shape, subset,
+                                  through_transform(settings, shape, kind), rivals);
     for (std::size_t i = 0; i < where.size(); ++i) {
       EncodedGop& out = encoded[where[i]];
       out = std::move(coded[i]);
@@ -2444,8 +2446,10 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
 
 std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t> head) {
   if (head.empty()) return "?";
-  if (head[0] == kColourChunk)
-    return head.size() < 2 ? "?" : (head[1] == codecs::kGreenSplitTransform ? "green " : "rct ") + chunk_kind(predictor, head.subspan(2));
+  if (head[0] == kColourChunk) {
+    if (head.size() < 2) return "?";
+    return (head[1] == codecs::kGreenSplitTransform ? "green " : "rct ") + chunk_kind(predictor, head.subspan(2));
+  }
   if (head[0] == kPixelChunk) return "pixels";
   if (head[0] == kSparseChunk) return "sparse";
   if (head[0] == kGroupChunk) return "group";
