@@ -349,26 +349,44 @@ TEST_CASE("the colour transform's inverse gives the same pixels and verdict on e
   }
 }
 
+namespace {
+
+// A frame of planes B, G, R of random pixels in [0, M], every corner of the colour cube among them.
+Pixels random_bgr(std::size_t plane, std::uint32_t max_value, std::mt19937& rng) {
+  Pixels bgr(3 * plane);
+  for (auto& v : bgr) v = std::uint16_t(rng() % (max_value + 1));
+  for (std::size_t k = 0; k < 8; ++k)
+    for (std::size_t c = 0; c < 3; ++c) bgr[c * plane + k] = std::uint16_t((k >> c) & 1 ? max_value : 0);
+  return bgr;
+}
+
+// Moves pixels [0, count) of transformed planes by up to `e` either way, within [0, 2M] as a
+// quantizer leaves them (past M too); returns each pixel's move.
+std::vector<std::int32_t> move_within(Pixels& planes, std::size_t count, std::int32_t e, std::uint32_t max_value,
+                                      std::mt19937& rng) {
+  std::vector<std::int32_t> moved(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::int32_t v = std::clamp(std::int32_t(planes[i]) + std::int32_t(rng() % std::uint32_t(2 * e + 1)) - e, 0,
+                                      std::int32_t(rct_max_value(max_value)));
+    moved[i] = v - std::int32_t(planes[i]);
+    planes[i] = std::uint16_t(v);
+  }
+  return moved;
+}
+
+}  // namespace
+
 TEST_CASE("the bounded colour transform's clamped inverse: the same pixels on every path, each channel within Y's error",
           "[colour][simd]") {
   for (const std::uint32_t max_value : {255u, 1023u, 8191u, 8192u, 32767u}) {
     INFO("max " << max_value);
     const std::size_t plane = 1000 + max_value % 7;  // a tail after the vectors
     std::mt19937 rng(max_value);
-    Pixels bgr(3 * plane), yuv(3 * plane);
-    for (auto& v : bgr) v = std::uint16_t(rng() % (max_value + 1));
-    for (std::size_t k = 0; k < 8; ++k)  // every corner of the cube
-      for (std::size_t c = 0; c < 3; ++c) bgr[c * plane + k] = std::uint16_t((k >> c) & 1 ? max_value : 0);
+    const Pixels bgr = random_bgr(plane, max_value, rng);
+    Pixels yuv(3 * plane);
     forward_rct(bgr, plane, max_value, yuv);
-    // Y moved by up to e either way, as a quantizer within [0, 2M] leaves it (past M too).
-    const std::int32_t e = std::int32_t(std::max<std::uint32_t>(1, max_value / 50));
-    std::vector<std::int32_t> moved(plane);
-    for (std::size_t i = 0; i < plane; ++i) {
-      const std::int32_t y = std::clamp(std::int32_t(yuv[i]) + std::int32_t(rng() % std::uint32_t(2 * e + 1)) - e, 0,
-                                        std::int32_t(rct_max_value(max_value)));
-      moved[i] = y - std::int32_t(yuv[i]);
-      yuv[i] = std::uint16_t(y);
-    }
+    // Y moved by up to e either way.
+    const auto moved = move_within(yuv, plane, std::int32_t(std::max<std::uint32_t>(1, max_value / 50)), max_value, rng);
     Pixels expected(3 * plane);
     inverse_rct_clamped(yuv, plane, max_value, expected, 0, SIZE_MAX, SimdPath::portable);
     for (std::size_t c = 0; c < 3; ++c)
@@ -393,26 +411,16 @@ TEST_CASE("subtract green's clamped inverse: the same pixels on every path, each
     INFO("max " << max_value);
     const std::size_t plane = 1000 + max_value % 7;  // a tail after the vectors
     std::mt19937 rng(max_value + 1);
-    Pixels bgr(3 * plane), guv(3 * plane);
-    for (auto& v : bgr) v = std::uint16_t(rng() % (max_value + 1));
-    for (std::size_t k = 0; k < 8; ++k)  // every corner of the cube
-      for (std::size_t c = 0; c < 3; ++c) bgr[c * plane + k] = std::uint16_t((k >> c) & 1 ? max_value : 0);
+    const Pixels bgr = random_bgr(plane, max_value, rng);
+    Pixels guv(3 * plane);
     forward_subtract_green(bgr, plane, max_value, guv);
     for (std::size_t i = 0; i < plane; ++i) {  // the planes as defined
       REQUIRE(guv[i] == bgr[plane + i]);
       REQUIRE(int(guv[plane + i]) == int(bgr[i]) - int(bgr[plane + i]) + int(max_value));
       REQUIRE(int(guv[2 * plane + i]) == int(bgr[2 * plane + i]) - int(bgr[plane + i]) + int(max_value));
     }
-    // Every plane moved by up to its share of the bound either way, within [0, 2M] as a quantizer
-    // leaves it (G past M too).
-    const std::int32_t share = std::int32_t(std::max<std::uint32_t>(1, max_value / 50));
-    std::vector<std::int32_t> moved(3 * plane);
-    for (std::size_t i = 0; i < 3 * plane; ++i) {
-      const std::int32_t v = std::clamp(std::int32_t(guv[i]) + std::int32_t(rng() % std::uint32_t(2 * share + 1)) - share, 0,
-                                        std::int32_t(rct_max_value(max_value)));
-      moved[i] = v - std::int32_t(guv[i]);
-      guv[i] = std::uint16_t(v);
-    }
+    // Every plane moved by up to its share of the bound either way.
+    const auto moved = move_within(guv, 3 * plane, std::int32_t(std::max<std::uint32_t>(1, max_value / 50)), max_value, rng);
     Pixels expected(3 * plane);
     inverse_subtract_green_clamped(guv, plane, max_value, expected, 0, SIZE_MAX, SimdPath::portable);
     for (std::size_t i = 0; i < plane; ++i) {

@@ -59,10 +59,9 @@ std::array<T*, 3> planes_of(T* frame, std::size_t plane_size) {
   return {frame, frame + plane_size, frame + 2 * plane_size};
 }
 
-}  // namespace
-
-void forward_rct(std::span<const std::uint16_t> bgr, std::size_t plane_size, std::uint32_t max_value,
-                 std::span<std::uint16_t> out) {
+// forward_rct's work; Green: forward_subtract_green's (G in Y's place).
+template <bool Green>
+void forward(std::span<const std::uint16_t> bgr, std::size_t plane_size, std::uint32_t max_value, std::span<std::uint16_t> out) {
   check(bgr.size(), out.size(), plane_size);
   if (!rct_fits(max_value)) throw std::invalid_argument("colour transform: pixels too wide");
   const auto [b, g, r] = planes_of(bgr.data(), plane_size);
@@ -70,24 +69,22 @@ void forward_rct(std::span<const std::uint16_t> bgr, std::size_t plane_size, std
   const std::int32_t m = std::int32_t(max_value);
   for (std::size_t i = 0; i < plane_size; ++i) {
     const std::int32_t bi = b[i], gi = g[i], ri = r[i];
-    y[i] = std::uint16_t((ri + 2 * gi + bi) >> 2);
+    y[i] = std::uint16_t(Green ? gi : (ri + 2 * gi + bi) >> 2);
     u[i] = std::uint16_t(bi - gi + m);
     v[i] = std::uint16_t(ri - gi + m);
   }
 }
 
+}  // namespace
+
+void forward_rct(std::span<const std::uint16_t> bgr, std::size_t plane_size, std::uint32_t max_value,
+                 std::span<std::uint16_t> out) {
+  forward<false>(bgr, plane_size, max_value, out);
+}
+
 void forward_subtract_green(std::span<const std::uint16_t> bgr, std::size_t plane_size, std::uint32_t max_value,
                             std::span<std::uint16_t> out) {
-  check(bgr.size(), out.size(), plane_size);
-  if (!rct_fits(max_value)) throw std::invalid_argument("colour transform: pixels too wide");
-  const auto [b, g, r] = planes_of(bgr.data(), plane_size);
-  const auto [gg, u, v] = planes_of(out.data(), plane_size);
-  const std::int32_t m = std::int32_t(max_value);
-  for (std::size_t i = 0; i < plane_size; ++i) {
-    gg[i] = g[i];
-    u[i] = std::uint16_t(std::int32_t(b[i]) - g[i] + m);
-    v[i] = std::uint16_t(std::int32_t(r[i]) - g[i] + m);
-  }
+  forward<true>(bgr, plane_size, max_value, out);
 }
 
 namespace {
