@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <functional>
 #include <map>
 #include <memory>
@@ -759,10 +760,22 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   // Channel 0 alone, as before, gave the same pixels a 4% larger archive from a PNG folder (blue
   // first) than from RGB arrays on the film clip at abs 2 (docs/defaults.md, "The channel that
   // searches the motion").
-  std::vector<std::int32_t> cost_current(settings.coded_motion ? plane_size : 0), cost_previous(cost_current.size()),
-      cost_delta(cost_current.size());
-  std::vector<std::uint16_t> cost_recon(cost_current.size());
+  const std::size_t cost_size = settings.coded_motion ? plane_size : 0;
+  std::array<std::vector<std::int32_t>, 2> cost_symbols{std::vector<std::int32_t>(cost_size), std::vector<std::int32_t>(cost_size)};
+  std::vector<std::int32_t> cost_delta(cost_size);
+  std::vector<std::uint16_t> cost_recon(cost_size);
   std::vector<std::uint16_t> cost_literals;
+  // A plane that keeps its forecast (chroma_keeps_forecast) has the same residual under every
+  // field a frame's choice weighs: quantized and estimated at the frame's first estimate, then
+  // reused (cup at abs 2: 2 of every 3 planes' estimates in transformed GOPs).
+  struct KeptPlane {
+    bool known = false;
+    std::uint32_t tolerance = 0;
+    std::vector<std::int32_t> symbols;
+    std::array<std::uint64_t, 2> cost{UINT64_MAX, UINT64_MAX};  // by in_context
+    std::array<std::uint64_t, 2> cost_as_delta{UINT64_MAX, UINT64_MAX};  // of its difference from the kept plane before it
+  };
+  std::vector<KeptPlane> kept_planes(settings.coded_motion && settings.transformed_chroma ? shape.channels : 0);
   std::vector<std::uint32_t> search_channel(gops.size(), kChannelUnknown);
   std::vector<std::uint8_t> search_prices(gops.size(), kPricesUnknown), far_prices(gops.size(), kPricesUnknown);
   auto choose_motion = [&](std::size_t g, std::size_t t, const std::uint16_t* frame, const std::uint16_t* frame_forecast,
@@ -799,23 +812,43 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     // The estimate of the frame's residuals: each channel as it is, or as its difference from the
     // previous channel where the tolerances allow and that is smaller (a cheap stand-in for the
     // channel plan the GOP will take).
+    // Planes that keep their forecast are the same in every estimate of this frame (kept_planes).
+    for (auto& kept : kept_planes) kept.known = false;
     auto frame_cost = [&](auto forecast_of, bool in_context = false) {
       std::uint64_t total = 0;
       std::uint32_t previous_tolerance = 0;
+      const std::vector<std::int32_t>* previous = nullptr;  // the channel before's symbols
       for (std::uint32_t k = 0; k < shape.channels; ++k) {
-        const std::span<const std::uint16_t> p(frame + k * plane_size, plane_size);
-        const std::uint32_t tolerance = k == 0 ? tolerance0 : plane_tolerance(settings, p, shape.max_value, k);
-        cost_literals.clear();
-        const auto bound = plane_bound(settings, tolerance, shape.max_value);
-        codecs::quantize_plane(p, forecast_of(k), bound, cost_current,
-                               bound.lossless() ? std::span<std::uint16_t>() : std::span<std::uint16_t>(cost_recon), cost_literals);
-        std::uint64_t cost = plane_estimate(cost_current, in_context);
+        KeptPlane* kept = keeps_forecast(k) ? &kept_planes[k] : nullptr;
+        std::vector<std::int32_t>& symbols = kept ? kept->symbols : cost_symbols[k % 2];
+        std::uint32_t tolerance = kept ? kept->tolerance : 0;
+        if (!kept || !kept->known) {
+          const std::span<const std::uint16_t> p(frame + k * plane_size, plane_size);
+          tolerance = k == 0 ? tolerance0 : plane_tolerance(settings, p, shape.max_value, k);
+          cost_literals.clear();
+          const auto bound = plane_bound(settings, tolerance, shape.max_value);
+          symbols.resize(plane_size);
+          codecs::quantize_plane(p, forecast_of(k), bound, symbols,
+                                 bound.lossless() ? std::span<std::uint16_t>() : std::span<std::uint16_t>(cost_recon), cost_literals);
+          if (kept) *kept = KeptPlane{true, tolerance, std::move(kept->symbols)};
+        }
+        const auto estimate = [&](std::uint64_t* known, auto&& of) {
+          if (known && *known != UINT64_MAX) return *known;
+          const std::uint64_t cost = of();
+          if (known) *known = cost;
+          return cost;
+        };
+        std::uint64_t cost = estimate(kept ? &kept->cost[in_context] : nullptr, [&] { return plane_estimate(symbols, in_context); });
         if (k > 0 && uniform && tolerance == previous_tolerance) {
-          for (std::size_t i = 0; i < plane_size; ++i) cost_delta[i] = cost_current[i] - cost_previous[i];
-          cost = std::min(cost, plane_estimate(cost_delta, in_context));
+          // The difference of two kept planes is the same in every estimate of the frame too.
+          const bool both_kept = kept && keeps_forecast(k - 1);
+          cost = std::min(cost, estimate(both_kept ? &kept->cost_as_delta[in_context] : nullptr, [&] {
+            for (std::size_t i = 0; i < plane_size; ++i) cost_delta[i] = symbols[i] - (*previous)[i];
+            return plane_estimate(cost_delta, in_context);
+          }));
         }
         total += cost;
-        cost_current.swap(cost_previous);
+        previous = &symbols;
         previous_tolerance = tolerance;
       }
       return total;
@@ -2311,6 +2344,14 @@ constexpr std::uint32_t kColourTrialFrames = 1;
 // and colour vtest at abs 8 +6.3% and +5.5%; docs/colour.md, "The trial's bands, measured again").
 constexpr std::uint32_t kBoundedColourBands = 8, kBoundedColourRows = 16;
 constexpr std::size_t kBoundedColourFrames = 16;
+// The colour trial codes its bands one by one (in spread order: spread_index), each side while it
+// is alive; from the third band on, a side more than kTrialPrune behind the best so far is left out
+// of the bands after it. On 80 GOPs of 5 clips (lossless, abs 2, 4 and 8; 60 of them bounded, eight
+// bands and three sides) it chose as the whole trial everywhere and coded 0.54x of the bounded
+// trial's bands; from the second band on 0.45x, its choices the same too, but at 1.07 two changed;
+// from the first band on nine changed, cup at abs 2 then coded 59% larger (its top band took RGB)
+// (docs/performance.md, "The colour trial band by band").
+constexpr std::size_t kColourTrialBandsBeforePrune = 3;
 
 // Up to `count` bands of `rows` rows (fewer where the frame is short: they never cover it) through
 // the first `frames_used` of `frames`, centred as trial_bands' (in `trial_shape`); frames of no
@@ -2329,6 +2370,18 @@ std::vector<GopFrames> spread_bands(const GopFrames& frames, const FrameShape& s
   for (std::uint32_t b = 0; b < count; ++b)
     cuts.push_back(band(frames, shape, centred_band_top(b, count, rows, shape.height), rows, frames_used));
   return cuts;
+}
+
+// The j-th of `n` bands in spread order: by their indices' bits reversed (8 bands: 0, 4, 2, 6, 1, 5,
+// 3, 7), so that the first few span the frame.
+std::size_t spread_index(std::size_t j, std::size_t n) {
+  const int bits = std::bit_width(n - 1);
+  std::size_t seen = 0;
+  for (std::size_t i = 0;; ++i) {
+    std::size_t reversed = 0;
+    for (int b = 0; b < bits; ++b) reversed |= ((i >> b) & 1) << (bits - 1 - b);
+    if (reversed < n && seen++ == j) return reversed;
+  }
 }
 
 // Whether a GOP coded with `settings` may go through the colour transform: lossless, or at an abs
@@ -2362,8 +2415,8 @@ std::vector<std::uint8_t> colour_transform_choices(const Predictor& predictor, c
   CodingSettings trial_settings = settings;
   trial_settings.zstd_win_level = 0;  // as in auto's trial: a second zstd pass would cost more than the trial
   const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
-  std::vector<std::uint8_t> candidates{lossless ? codecs::kRctTransform : codecs::kRctBoundedTransform};
-  if (green_chroma_share(settings, shape) > 0) candidates.push_back(codecs::kGreenSplitTransform);
+  std::vector<std::uint8_t> sides{0, lossless ? codecs::kRctTransform : codecs::kRctBoundedTransform};
+  if (green_chroma_share(settings, shape) > 0) sides.push_back(codecs::kGreenSplitTransform);
   for (std::size_t g = 0; g < gops.size(); ++g) {
     FrameShape trial_shape;
     const std::vector<GopFrames> cuts =
@@ -2373,20 +2426,32 @@ std::vector<std::uint8_t> colour_transform_choices(const Predictor& predictor, c
     std::vector<const GopFrames*> plain_list;
     for (const auto& c : cuts) plain_list.push_back(&c);
     if (cuts.empty()) plain_list.push_back(gops[g]);  // bands would cover the frames: the GOP itself
-    std::size_t least = 0;
-    for (const auto& e : encode_predicted(trial, trial_shape, plain_list, trial_settings)) least += e.bytes.size();
-    for (const std::uint8_t transform : candidates) {
-      std::vector<GopFrames> transformed;
-      std::vector<const GopFrames*> transformed_list;
-      transformed.reserve(plain_list.size());
-      for (const GopFrames* c : plain_list) transformed.push_back(colour_transformed(*c, trial_shape, c->size(), transform));
-      for (const auto& c : transformed) transformed_list.push_back(&c);
-      std::size_t coded = 0;  // coded as the GOP would be
-      for (const auto& e : encode_predicted(trial, colour_transformed_shape(trial_shape), transformed_list,
+    // A band's bytes coded through `transform` (0: as it is), as the GOP would be.
+    const auto coded_bytes = [&](const GopFrames& band, std::uint8_t transform) {
+      std::uint64_t coded = 0;
+      const GopFrames* list[1] = {&band};
+      GopFrames turned;
+      if (transform != 0) turned = colour_transformed(band, trial_shape, band.size(), transform), list[0] = &turned;
+      for (const auto& e : encode_predicted(trial, transform ? colour_transformed_shape(trial_shape) : trial_shape, list,
                                             through_transform(trial_settings, shape, transform)))
         coded += e.bytes.size();
-      if (coded < least) least = coded, chosen[g] = transform;
+      return coded;
+    };
+    // Band by band in spread order, each side while it is alive (kColourTrialBandsBeforePrune).
+    std::vector<std::uint64_t> bytes(sides.size(), 0);
+    std::vector<bool> alive(sides.size(), true);
+    for (std::size_t j = 0; j < plain_list.size() && std::count(alive.begin(), alive.end(), true) > 1; ++j) {
+      const GopFrames& band = *plain_list[spread_index(j, plain_list.size())];
+      std::uint64_t lead = UINT64_MAX;
+      for (std::size_t k = 0; k < sides.size(); ++k)
+        if (alive[k]) bytes[k] += coded_bytes(band, sides[k]), lead = std::min(lead, bytes[k]);
+      if (j + 1 >= kColourTrialBandsBeforePrune)
+        for (std::size_t k = 0; k < sides.size(); ++k)
+          if (alive[k] && double(bytes[k]) > kTrialPrune * double(lead)) alive[k] = false;
     }
+    std::uint64_t least = UINT64_MAX;
+    for (std::size_t k = 0; k < sides.size(); ++k)
+      if (alive[k] && bytes[k] < least) least = bytes[k], chosen[g] = sides[k];
   }
   return chosen;
 }
