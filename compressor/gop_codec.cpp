@@ -283,7 +283,7 @@ std::uint32_t plane_tolerance(const CodingSettings& settings, std::span<const st
 // smaller), and a measured choice at each GOP's first frame with motion misjudged it (docs/colour.md,
 // "Motion and the transformed chroma").
 bool chroma_keeps_forecast(const CodingSettings& settings, std::size_t channel) {
-  return channel > 0 && settings.transformed_chroma;
+  return channel > 0 && settings.transformed_chroma && !settings.chroma_follows_motion;
 }
 
 void append_zigzagged(codecs::SymbolBuffer& out, std::span<const std::int32_t> values) {
@@ -2087,12 +2087,13 @@ constexpr int kTrialZstdLevel = codecs::kZstdGateLevel;
 // won on the whole); at 1.05 and 1.10 none.
 constexpr double kTrialPrune = 1.10;
 
-// `rivals`: as encode_with's.
+// `rivals`: as encode_with's. `shared`: for a predictor without choices, the caller's record of
+// the work its other calls did (the colour trial's sides), else none.
 std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const FrameShape& shape,
                                          std::span<const GopFrames* const> gops, const CodingSettings& settings,
-                                         std::span<const ChunkRival> rivals = {}) {
+                                         std::span<const ChunkRival> rivals = {}, EncodeMemo* shared = nullptr) {
   const auto choices = predictor.choices();
-  if (choices.empty()) return encode_with(predictor, 0, shape, gops, settings, nullptr, rivals);
+  if (choices.empty()) return encode_with(predictor, 0, shape, gops, settings, shared, rivals);
   if (settings.first_choice_only) return encode_with(*choices[0], 1, shape, gops, settings, nullptr, rivals);
   if (settings.whole_gop_trials) {
     std::vector<EncodedGop> best = encode_with(*choices[0], 1, shape, gops, settings, nullptr, rivals);
@@ -2316,10 +2317,20 @@ std::uint32_t green_chroma_share(const CodingSettings& settings, const FrameShap
   return tolerance >= 2 ? std::max<std::uint32_t>(1, tolerance / 4) : 0;
 }
 
-// `settings` for GOPs coded through colour transform `transform` (0: as they are).
-CodingSettings through_transform(CodingSettings settings, const FrameShape& shape, std::uint8_t transform) {
-  settings.transformed_chroma = transform != 0;
-  settings.chroma_tolerance = transform == codecs::kGreenSplitTransform ? green_chroma_share(settings, shape) : 0;
+// How a colour GOP is coded: through colour transform `transform` (0: as it is), and whether the
+// transform's chroma planes follow the luma's coded motion (else they keep the predictor's
+// forecast: chroma_keeps_forecast). Chosen per GOP by its colour trial.
+struct ColourSide {
+  std::uint8_t transform = 0;
+  bool chroma_follows_motion = false;
+  bool operator==(const ColourSide&) const = default;
+};
+
+// `settings` for GOPs coded through `side`.
+CodingSettings through_transform(CodingSettings settings, const FrameShape& shape, ColourSide side) {
+  settings.transformed_chroma = side.transform != 0;
+  settings.chroma_tolerance = side.transform == codecs::kGreenSplitTransform ? green_chroma_share(settings, shape) : 0;
+  settings.chroma_follows_motion = side.chroma_follows_motion;
   return settings;
 }
 
@@ -2372,6 +2383,21 @@ std::vector<GopFrames> spread_bands(const GopFrames& frames, const FrameShape& s
   return cuts;
 }
 
+// The sides a colour GOP coded with `settings` may take (colour_transform_choices measures them):
+// as it is, through the RCT (lossless: its chroma planes also following the luma's motion, where
+// there is coded motion; bounded: its exact chroma), and through subtract green where the bound
+// has a share for the chroma (green_chroma_share).
+std::vector<ColourSide> colour_sides(const CodingSettings& settings, const FrameShape& shape) {
+  if (settings.bound.mode == codecs::BoundMode::Lossless) {
+    std::vector<ColourSide> sides{{0, false}, {codecs::kRctTransform, false}};
+    if (settings.coded_motion) sides.push_back({codecs::kRctTransform, true});
+    return sides;
+  }
+  std::vector<ColourSide> sides{{0, false}, {codecs::kRctBoundedTransform, false}};
+  if (green_chroma_share(settings, shape) > 0) sides.push_back({codecs::kGreenSplitTransform, false});
+  return sides;
+}
+
 // The j-th of `n` bands in spread order: by their indices' bits reversed (8 bands: 0, 4, 2, 6, 1, 5,
 // 3, 7), so that the first few span the frame.
 std::size_t spread_index(std::size_t j, std::size_t n) {
@@ -2404,9 +2430,9 @@ bool colour_transform_allowed(const CodingSettings& settings) {
 // first frames alone misjudge it: Megamind's GOP opens on three near-black frames, where the
 // transform loses 1.9%; without the key frame, or without motion, the bands misjudged vtest and a
 // drifting texture.
-std::vector<std::uint8_t> colour_transform_choices(const Predictor& predictor, const FrameShape& shape,
-                                                   std::span<const GopFrames* const> gops, const CodingSettings& settings) {
-  std::vector<std::uint8_t> chosen(gops.size(), 0);
+std::vector<ColourSide> colour_transform_choices(const Predictor& predictor, const FrameShape& shape,
+                                                 std::span<const GopFrames* const> gops, const CodingSettings& settings) {
+  std::vector<ColourSide> chosen(gops.size());
   if (!settings.colour_transform || shape.channels != 3 || !colour_transform_allowed(settings) ||
       !codecs::rct_fits(shape.max_value) || !predictor.identity().weights_sha256.empty())
     return chosen;
@@ -2415,8 +2441,7 @@ std::vector<std::uint8_t> colour_transform_choices(const Predictor& predictor, c
   CodingSettings trial_settings = settings;
   trial_settings.zstd_win_level = 0;  // as in auto's trial: a second zstd pass would cost more than the trial
   const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
-  std::vector<std::uint8_t> sides{0, lossless ? codecs::kRctTransform : codecs::kRctBoundedTransform};
-  if (green_chroma_share(settings, shape) > 0) sides.push_back(codecs::kGreenSplitTransform);
+  const std::vector<ColourSide> sides = colour_sides(settings, shape);
   for (std::size_t g = 0; g < gops.size(); ++g) {
     FrameShape trial_shape;
     const std::vector<GopFrames> cuts =
@@ -2426,14 +2451,18 @@ std::vector<std::uint8_t> colour_transform_choices(const Predictor& predictor, c
     std::vector<const GopFrames*> plain_list;
     for (const auto& c : cuts) plain_list.push_back(&c);
     if (cuts.empty()) plain_list.push_back(gops[g]);  // bands would cover the frames: the GOP itself
-    // A band's bytes coded through `transform` (0: as it is), as the GOP would be.
-    const auto coded_bytes = [&](const GopFrames& band, std::uint8_t transform) {
+    // The sides' motion searches met again (the RCT's two sides search the same luma).
+    EncodeMemo memo;
+    memo.recording = true;
+    // A band's bytes coded through `side`, as the GOP would be.
+    const auto coded_bytes = [&](const GopFrames& band, ColourSide side) {
       std::uint64_t coded = 0;
       const GopFrames* list[1] = {&band};
       GopFrames turned;
+      const std::uint8_t transform = side.transform;
       if (transform != 0) turned = colour_transformed(band, trial_shape, band.size(), transform), list[0] = &turned;
       for (const auto& e : encode_predicted(trial, transform ? colour_transformed_shape(trial_shape) : trial_shape, list,
-                                            through_transform(trial_settings, shape, transform)))
+                                            through_transform(trial_settings, shape, side), {}, &memo))
         coded += e.bytes.size();
       return coded;
     };
@@ -2460,21 +2489,21 @@ std::vector<std::uint8_t> colour_transform_choices(const Predictor& predictor, c
 
 std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape& shape,
                                     std::span<const GopFrames* const> gops, const CodingSettings& settings) {
-  const std::vector<std::uint8_t> transform = colour_transform_choices(predictor, shape, gops, settings);
+  const std::vector<ColourSide> chosen = colour_transform_choices(predictor, shape, gops, settings);
   std::vector<SparseRival> sparse;
   for (std::size_t g = 0; g < gops.size(); ++g) sparse.emplace_back(shape, *gops[g], settings);
   std::vector<EncodedGop> encoded(gops.size());
   const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
-  // The GOPs as they are, then those of each transform (their frames turned here), each set in one
-  // lockstep call.
-  for (const std::uint8_t kind : {std::uint8_t(0), lossless ? codecs::kRctTransform : codecs::kRctBoundedTransform,
-                                  codecs::kGreenSplitTransform}) {
+  // The GOPs as they are, then those of each transform (their frames turned here), each side's set
+  // in one lockstep call.
+  for (const ColourSide side : colour_sides(settings, shape)) {
+    const std::uint8_t kind = side.transform;
     std::vector<GopFrames> turned;
     std::vector<const GopFrames*> subset;
     std::vector<std::size_t> where;
     std::vector<ChunkRival> rivals;
     for (std::size_t g = 0; g < gops.size(); ++g)
-      if (transform[g] == kind) {
+      if (chosen[g] == side) {
         if (kind) turned.push_back(colour_transformed(*gops[g], shape, gops[g]->size(), kind));
         where.push_back(g);
         rivals.push_back([rival = &sparse[g]] { return rival->estimate(); });
@@ -2482,7 +2511,7 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
     if (where.empty()) continue;
     for (std::size_t i = 0; i < where.size(); ++i) subset.push_back(kind ? &turned[i] : gops[where[i]]);
     auto coded = encode_predicted(predictor, kind ? colour_transformed_shape(shape) : shape, subset,
-                                  through_transform(settings, shape, kind), rivals);
+                                  through_transform(settings, shape, side), rivals);
     for (std::size_t i = 0; i < where.size(); ++i) {
       EncodedGop& out = encoded[where[i]];
       out = std::move(coded[i]);

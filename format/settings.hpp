@@ -90,6 +90,9 @@ struct CodingSettings {
   // chroma, so that every RGB channel comes back with Y's error; subtract green: a share).
   bool transformed_chroma = false;
   std::uint32_t chroma_tolerance = 0;
+  // Encoder only, with transformed_chroma: the chroma planes take the luma's coded motion too
+  // (else they keep the predictor's forecast); lossless GOPs' colour trial measures both.
+  bool chroma_follows_motion = false;
   // Encoder only, for auto's trial windows: the key frame is quantized as its reference, but its
   // symbols are left out of the chunk (the same key frame whatever the choice; the trial measures
   // what the choices code differently).

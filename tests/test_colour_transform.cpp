@@ -475,4 +475,49 @@ TEST_CASE("a colour-transformed GOP's chroma keeps its forecast where channel 0 
   }
 }
 
+TEST_CASE("a lossless colour GOP's chroma follows the luma's motion where its trial measures that smaller", "[colour][gop]") {
+  // A scene panning a pixel a frame whose colour differences are a texture of their own (a hand-held
+  // camera's, cup's): kept in place the chroma would code its texture's change; displaced with the
+  // luma it repeats. The trial takes the RCT's side whose chroma follows the motion.
+  const auto previous = make_classical_predictor("previous");
+  const FrameShape shape{96, 64, 3, 255};
+  const std::size_t count = 8;
+  std::mt19937 rng(11);
+  const std::size_t span = shape.width + count;
+  std::vector<int> luma(span * shape.height), u(luma.size()), v(luma.size());
+  for (std::size_t i = 0; i < luma.size(); ++i) {
+    const std::size_t x = i % span, y = i / span;
+    luma[i] = 100 + int(40 * std::sin(0.2 * double(x)) * std::cos(0.15 * double(y))) + int(rng() % 9);
+    u[i] = int(rng() % 31) - 15, v[i] = int(rng() % 31) - 15;
+  }
+  GopFrames frames;
+  const std::size_t plane = std::size_t(shape.width) * shape.height;
+  for (std::size_t t = 0; t < count; ++t) {
+    Pixels f(shape.size());
+    for (std::uint32_t y = 0; y < shape.height; ++y)
+      for (std::uint32_t x = 0; x < shape.width; ++x) {
+        const std::size_t at = std::size_t(y) * span + x + count - t, i = std::size_t(y) * shape.width + x;
+        f[i] = std::uint16_t(luma[at] + u[at] + 20);
+        f[plane + i] = std::uint16_t(luma[at]);
+        f[2 * plane + i] = std::uint16_t(luma[at] + v[at] + 20);
+      }
+    frames.push_back(std::move(f));
+  }
+  const GopFrames* gops[] = {&frames};
+  const std::size_t counts[] = {frames.size()};
+  const CodingSettings settings;
+  const auto encoded = encode_gops(*previous, shape, gops, settings);
+  const auto& bytes = encoded[0].bytes;
+  REQUIRE(bytes.size() > 25);
+  REQUIRE(bytes[0] == 0x82);
+  CHECK(bytes[1] == kRctTransform);
+  // Frame 1's planes' modes (as in the test above): all three with motion.
+  constexpr std::uint8_t kMotion = 0x40;
+  CHECK((bytes[18] & kMotion) != 0);
+  CHECK((bytes[21] & kMotion) != 0);
+  CHECK((bytes[24] & kMotion) != 0);
+  const std::span<const std::uint8_t> chunks[] = {bytes};
+  CHECK(decode_gops(*previous, shape, chunks, counts, settings)[0] == frames);
+}
+
 
