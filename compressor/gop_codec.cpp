@@ -277,11 +277,13 @@ std::uint32_t plane_tolerance(const CodingSettings& settings, std::span<const st
 }
 
 // Whether plane `channel` keeps the predictor's forecast where channel 0 takes coded motion: a
-// colour transform's chroma planes do. Displaced and interpolated, the chroma differences of
-// decoded video, exact or within a share of the bound, coded larger (first 100 frames: cup at abs 2
-// 24% larger, colour vtest 10%, at abs 4 up to 17%; losslessly vtest and box 8%, but cup 2%
-// smaller), and a measured choice at each GOP's first frame with motion misjudged it (docs/colour.md,
-// "Motion and the transformed chroma").
+// colour transform's chroma planes do, unless the GOP's colour trial chose them to follow the
+// motion (settings.chroma_follows_motion; lossless GOPs only). Displaced and interpolated, the
+// chroma differences of decoded video, exact or within a share of the bound, coded larger (first
+// 100 frames: cup at abs 2 24% larger, colour vtest 10%, at abs 4 up to 17%; losslessly vtest and
+// box 8%, but cup 2% smaller), and a measured choice at each GOP's first frame with motion
+// misjudged it (docs/colour.md, "Motion and the transformed chroma"); losslessly the trial's band
+// judges it (cup 2.6% smaller, "The chroma follows the motion losslessly where the trial says").
 bool chroma_keeps_forecast(const CodingSettings& settings, std::size_t channel) {
   return channel > 0 && settings.transformed_chroma && !settings.chroma_follows_motion;
 }
@@ -809,11 +811,11 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       codecs::forward_transform(choice.transform, symbols, shape.width, cost_transformed);
       return codecs::estimate_context_cost(cost_transformed, shape.width);
     };
+    // Planes that keep their forecast are the same in every estimate of this frame (kept_planes).
+    for (auto& kept : kept_planes) kept.known = false;
     // The estimate of the frame's residuals: each channel as it is, or as its difference from the
     // previous channel where the tolerances allow and that is smaller (a cheap stand-in for the
     // channel plan the GOP will take).
-    // Planes that keep their forecast are the same in every estimate of this frame (kept_planes).
-    for (auto& kept : kept_planes) kept.known = false;
     auto frame_cost = [&](auto forecast_of, bool in_context = false) {
       std::uint64_t total = 0;
       std::uint32_t previous_tolerance = 0;
