@@ -2089,6 +2089,28 @@ constexpr int kTrialZstdLevel = codecs::kZstdGateLevel;
 // won on the whole); at 1.05 and 1.10 none.
 constexpr double kTrialPrune = 1.10;
 
+// A trial band by band: `code(b, k)` codes band b with choice k and returns its bytes; after band
+// `prune_after` (counted from 1) and each band after it, a choice more than kTrialPrune behind the
+// best so far is left out of the bands after it, and bands after the one that leaves a single
+// choice decide nothing. Returns the choice left with the fewest bytes (the first of equals).
+template <class Code>
+std::size_t trial_band_by_band(std::size_t bands, std::size_t choices, std::size_t prune_after, Code&& code) {
+  std::vector<std::uint64_t> bytes(choices, 0);
+  std::vector<bool> alive(choices, true);
+  for (std::size_t b = 0; b < bands && std::count(alive.begin(), alive.end(), true) > 1; ++b) {
+    std::uint64_t lead = UINT64_MAX;
+    for (std::size_t k = 0; k < choices; ++k)
+      if (alive[k]) bytes[k] += code(b, k), lead = std::min(lead, bytes[k]);
+    if (b + 1 >= prune_after)
+      for (std::size_t k = 0; k < choices; ++k)
+        if (alive[k] && double(bytes[k]) > kTrialPrune * double(lead)) alive[k] = false;
+  }
+  std::size_t best = 0;
+  for (std::size_t k = 1; k < choices; ++k)
+    if (alive[k] && (!alive[best] || bytes[k] < bytes[best])) best = k;
+  return best;
+}
+
 // `rivals`: as encode_with's. `shared`: for a predictor without choices, the caller's record of
 // the work its other calls did (the colour trial's sides), else none.
 std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const FrameShape& shape,
@@ -2136,27 +2158,14 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
     std::vector<const GopFrames*> trial;
     for (const auto& c : cuts) trial.push_back(&c);
     if (cuts.empty()) trial.push_back(&frames);
-    // Band by band (each band a GOP of its own, coded as in one call), a choice more than
-    // kTrialPrune behind the best after a band left out of the bands after it.
-    std::vector<std::uint64_t> bytes(choices.size(), 0);
-    std::vector<bool> alive(choices.size(), true);
-    // Bands after the one that leaves a single choice alive decide nothing.
-    const auto decided = [&] { return std::count(alive.begin(), alive.end(), true) < 2; };
-    for (std::size_t b = 0; b < trial.size() && !decided(); ++b) {
-      std::uint64_t lead = UINT64_MAX;
-      for (std::size_t k = 0; k < choices.size(); ++k) {
-        if (!alive[k]) continue;
-        const auto band = std::span(trial).subspan(b, 1);
-        for (const auto& e : encode_with(*choices[k], std::uint8_t(k + 1), trial_shape, band, trial_settings, reuse))
-          bytes[k] += e.bytes.size();
-        lead = std::min(lead, bytes[k]);
-      }
-      for (std::size_t k = 0; k < choices.size(); ++k)
-        if (alive[k] && double(bytes[k]) > kTrialPrune * double(lead)) alive[k] = false;
-    }
-    std::uint64_t best = UINT64_MAX;
-    for (std::size_t k = 0; k < choices.size(); ++k)
-      if (alive[k] && bytes[k] < best) best = bytes[k], chosen[g] = std::uint8_t(k + 1);
+    // Band by band (each band a GOP of its own, coded as in one call), pruned from the first band.
+    chosen[g] = std::uint8_t(1 + trial_band_by_band(trial.size(), choices.size(), 1, [&](std::size_t b, std::size_t k) {
+      std::uint64_t coded = 0;
+      for (const auto& e :
+           encode_with(*choices[k], std::uint8_t(k + 1), trial_shape, std::span(trial).subspan(b, 1), trial_settings, reuse))
+        coded += e.bytes.size();
+      return coded;
+    }));
     memo.forget_chunks();
   }
   memo.recording = false;
@@ -2469,20 +2478,10 @@ std::vector<ColourSide> colour_transform_choices(const Predictor& predictor, con
       return coded;
     };
     // Band by band in spread order, each side while it is alive (kColourTrialBandsBeforePrune).
-    std::vector<std::uint64_t> bytes(sides.size(), 0);
-    std::vector<bool> alive(sides.size(), true);
-    for (std::size_t j = 0; j < plain_list.size() && std::count(alive.begin(), alive.end(), true) > 1; ++j) {
-      const GopFrames& band = *plain_list[spread_index(j, plain_list.size())];
-      std::uint64_t lead = UINT64_MAX;
-      for (std::size_t k = 0; k < sides.size(); ++k)
-        if (alive[k]) bytes[k] += coded_bytes(band, sides[k]), lead = std::min(lead, bytes[k]);
-      if (j + 1 >= kColourTrialBandsBeforePrune)
-        for (std::size_t k = 0; k < sides.size(); ++k)
-          if (alive[k] && double(bytes[k]) > kTrialPrune * double(lead)) alive[k] = false;
-    }
-    std::uint64_t least = UINT64_MAX;
-    for (std::size_t k = 0; k < sides.size(); ++k)
-      if (alive[k] && bytes[k] < least) least = bytes[k], chosen[g] = sides[k];
+    chosen[g] = sides[trial_band_by_band(plain_list.size(), sides.size(), kColourTrialBandsBeforePrune,
+                                         [&](std::size_t j, std::size_t k) {
+                                           return coded_bytes(*plain_list[spread_index(j, plain_list.size())], sides[k]);
+                                         })];
   }
   return chosen;
 }
