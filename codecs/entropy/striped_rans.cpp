@@ -800,7 +800,8 @@ std::vector<std::uint8_t> split_sets(const SegmentCounts& counts, std::vector<st
 std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
                                               std::size_t segment_rows, std::uint64_t alphabet_size,
                                               StripedContext context, std::size_t segment_period,
-                                              bool allow_left_classes, SimdPath path, std::span<const std::uint8_t> side) {
+                                              bool allow_left_classes, [[maybe_unused]] SimdPath path,
+                                              std::span<const std::uint8_t> side) {
   if (row_width == 0 || ranks.size() % row_width != 0) {
     throw std::invalid_argument("encode_striped_rans: the symbols are not whole rows");
   }
