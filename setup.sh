@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES=(build-essential cmake pkg-config libzstd-dev liblzma-dev libxxhash-dev libopencv-dev libcxxopts-dev catch2
-          nlohmann-json3-dev libssl-dev                             # dataset index, SHA-256 of model weights
+          nlohmann-json3-dev nettle-dev                             # dataset index, SHA-256 of model weights
           libopenmpi-dev openmpi-bin python3-mpi4py                 # batch jobs, the chunk exchange (MPI optional at build time)
           pybind11-dev python3-dev python3-numpy                    # the Python loader module
           python3-pil                                               # bench/loader_python.py: the PNG reader it is measured against

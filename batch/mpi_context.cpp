@@ -1,13 +1,9 @@
 #include "batch/mpi_context.hpp"
 
-#include <chrono>
 #include <cstdlib>
-#include <thread>
-#include <stdexcept>
 
-#ifdef TEZIP_HAVE_MPI
-#include <mpi.h>
-#endif
+#include "loader/exchange.hpp"
+#include "loader/mpi/module_table.hpp"
 
 namespace tezip {
 namespace {
@@ -22,59 +18,16 @@ bool launched_by_mpi() {
 
 }  // namespace
 
-#ifdef TEZIP_HAVE_MPI
-
-MpiContext::MpiContext() {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized || !launched_by_mpi()) return;
-  if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) throw std::runtime_error("MPI_Init failed");
-  active_ = true;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
-  MPI_Comm_size(node, &local_size_);
-  MPI_Comm_free(&node);
-}
-
-MpiContext::~MpiContext() {
-  if (active_) MPI_Finalize();
-}
-
-bool MpiContext::all_ok(bool ok) const {
-  if (!active_) return ok;
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
-
-bool MpiContext::root_ok(bool ok) const {
-  if (!active_) return ok;
-  int value = ok ? 1 : 0;
-  MPI_Request request;
-  MPI_Ibcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD, &request);
-  for (int done = 0;;) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return value == 1;
-}
-
-std::vector<double> MpiContext::gather(std::span<const double> values) const {
-  if (!active_) return {values.begin(), values.end()};
-  std::vector<double> out(rank_ == 0 ? values.size() * std::size_t(size_) : 0);
-  MPI_Gather(values.data(), int(values.size()), MPI_DOUBLE, out.data(), int(values.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  return out;
-}
-
-#else
-
-// Without MPI the launcher's variables still say which share of the work is this process's; the
-// ranks then coordinate through the files they write, like Slurm array tasks.
+// Under an MPI launcher, with MPI in the build, the MPI module joins the job (loaded only then: a
+// process that is not a rank never maps Open MPI). Without MPI the launcher's variables still say
+// which share of the work is this process's; the ranks then coordinate through the files they
+// write, like Slurm array tasks.
 MpiContext::MpiContext() {
   if (!launched_by_mpi()) return;
+  if (built_with_mpi()) {
+    active_ = mpi_module("a batch job under an MPI launcher").join_world(rank_, size_, local_size_);
+    return;
+  }
   auto number = [](const char* a, const char* b) -> int {
     const char* v = std::getenv(a) ? std::getenv(a) : std::getenv(b);
     return v ? std::atoi(v) : -1;
@@ -84,11 +37,18 @@ MpiContext::MpiContext() {
   if (size < 1 || rank < 0 || rank >= size) return;
   rank_ = rank, size_ = size, local_size_ = local > 0 ? local : 1;
 }
-MpiContext::~MpiContext() = default;
-bool MpiContext::all_ok(bool ok) const { return ok; }
-bool MpiContext::root_ok(bool ok) const { return ok; }
-std::vector<double> MpiContext::gather(std::span<const double> values) const { return {values.begin(), values.end()}; }
 
-#endif
+MpiContext::~MpiContext() {
+  if (active_) mpi_module("leaving the MPI job").leave_world();
+}
+
+bool MpiContext::all_ok(bool ok) const { return active_ ? mpi_module("an MPI batch job").world_all_ok(ok) : ok; }
+
+bool MpiContext::root_ok(bool ok) const { return active_ ? mpi_module("an MPI batch job").world_root_ok(ok) : ok; }
+
+std::vector<double> MpiContext::gather(std::span<const double> values) const {
+  if (!active_) return {values.begin(), values.end()};
+  return mpi_module("an MPI batch job").world_gather(values, rank_, size_);
+}
 
 }  // namespace tezip

@@ -6,7 +6,8 @@ namespace tezip {
 
 // This process's place in an MPI job, or a job of one when no MPI launcher (mpirun, srun) started it.
 // Built without MPI, the launcher's variables still give rank and size, but active() is false: there
-// are no collectives, and the ranks coordinate through files. Only mpi_context.cpp includes mpi.h.
+// are no collectives, and the ranks coordinate through files. The MPI calls are in the MPI module
+// (loader/mpi/module_table.hpp), loaded only by a process that an MPI launcher started.
 class MpiContext {
  public:
   // Joins the MPI job when one launched this process; otherwise a job of one.

@@ -1,6 +1,6 @@
 #include "predictor/model_file.hpp"
 
-#include <openssl/evp.h>
+#include <nettle/sha2.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -58,13 +58,16 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 }  // namespace
 
 std::string sha256_hex(std::span<const std::uint8_t> bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr) != 1)
-    throw std::runtime_error("SHA-256 failed");
+  // Nettle, not OpenSSL: libcrypto costs every process that loads libtezip some 2 ms to map and
+  // relocate, libnettle a tenth of that (docs/performance.md, "The process start").
+  sha256_ctx context;
+  sha256_init(&context);
+  sha256_update(&context, bytes.size(), bytes.data());
+  std::uint8_t digest[SHA256_DIGEST_SIZE];
+  sha256_digest(&context, SHA256_DIGEST_SIZE, digest);
   static const char* hex = "0123456789abcdef";
   std::string text;
-  for (unsigned i = 0; i < length; ++i) {
+  for (unsigned i = 0; i < SHA256_DIGEST_SIZE; ++i) {
     text += hex[digest[i] >> 4];
     text += hex[digest[i] & 15];
   }

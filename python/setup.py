@@ -5,6 +5,7 @@ The package holds a small install prefix of its own (CMake component `python`):
     tezip/_tezip.cpython-*.so          RPATH $ORIGIN/lib
     tezip/lib/libtezip.so.0            the core library (no libtorch)
     tezip/lib/libtezip_learned.so      PredNet, loaded on first use (built with -DTEZIP_TORCH=ON)
+    tezip/lib/libtezip_mpi.so          the chunk exchange over MPI, loaded on first use (where MPI is found)
     tezip/share/tezip/models/          the shipped models, found from libtezip's folder
 
 Environment:

@@ -31,11 +31,14 @@ package = os.path.dirname(tezip.__file__)
 assert package.startswith(venv), f"tezip imported from {package}, not from the virtual environment"
 maps = open("/proc/self/maps").read()
 assert "libtorch" not in maps, "import tezip mapped libtorch"
+assert "libmpi" not in maps, "import tezip mapped Open MPI (the MPI module loads on first use of comm=)"
 assert "torch" not in sys.modules, "import tezip imported torch"
 assert os.path.join(package, "lib", "libtezip.so.0") in maps, "the module does not use the packaged libtezip"
 assert os.path.isfile(os.path.join(package, "share", "tezip", "models", "prednet-small.tzm"))
 if learned == "ON":
     assert os.path.isfile(os.path.join(package, "lib", "libtezip_learned.so"))
+if tezip.built_with_mpi:
+    assert os.path.isfile(os.path.join(package, "lib", "libtezip_mpi.so"))
 rss = [l for l in open("/proc/self/status") if l.startswith("VmRSS")][0].split()[1]
 libs = len({l.split()[-1] for l in maps.splitlines() if ".so" in l})
 print(f"import tezip: {took * 1000:.0f} ms, RSS {int(rss) // 1024} MB, {libs} shared objects; from {package}")

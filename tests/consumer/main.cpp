@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
     if (frames == 0 || samples != stream.size()) return fail("decoded nothing, or the stream ended early");
 
     if (maps_contain("libtorch")) return fail("libtorch is mapped into a process that only decodes");
+    // Open MPI (the MPI module's) and OpenSSL cost every process milliseconds to load.
+    if (maps_contain("libmpi")) return fail("Open MPI is mapped into a process that is not an MPI rank");
+    if (maps_contain("libcrypto")) return fail("OpenSSL's libcrypto is mapped into a process that only decodes");
     if (!maps_contain("libtezip.so.0")) return fail("libtezip.so.0 is not mapped");
     std::cout << "decoded " << frames << " frames (" << bytes << " bytes), " << samples << " samples; no libtorch\n";
 
