@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -395,6 +396,35 @@ TEST_CASE("batch: a task killed midway and rerun leaves every sequence exactly o
 }
 
 #ifdef TEZIP_MPIEXEC
+// Open MPI lives in the MPI module, loaded only by a process that an MPI launcher started: every
+// other process starts without mapping it (some 5 ms of CPU each; docs/performance.md, "The process
+// start"). A rank whose module is missing stops with one line that names it, and writes nothing.
+TEST_CASE("the MPI module: loaded only under an MPI launcher; a missing one is one clear error", "[batch]") {
+  TempDir dir;
+  const auto input = dir.path() / "data";
+  write_dataset(input, mixed_dataset());
+  const auto log = dir.path() / "log";
+  const auto run = [&](const std::string& env, const std::string& args) {
+    const int status = std::system((env + " " + quote(TEZIP_BINARY) + " " + args + " >" + quote(log.string()) + " 2>&1").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  const auto out = dir.path() / "out";
+  REQUIRE(run("LD_DEBUG=files", "batch " + quote(input.string()) + " -o " + quote(out.string()) + " -q") == 0);
+  const std::string loaded = read_text(log);
+  CHECK(loaded.find("libtezip.so") != std::string::npos);  // LD_DEBUG names what is loaded
+  CHECK(loaded.find("libmpi") == std::string::npos);
+  CHECK(loaded.find("libtezip_mpi") == std::string::npos);
+
+  const auto ranked = dir.path() / "ranked";
+  CHECK(run("OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 TEZIP_MPI_MODULE=" + quote((dir.path() / "none.so").string()),
+            "batch " + quote(input.string()) + " -o " + quote(ranked.string())) == 2);
+  const std::string said = read_text(log);
+  CHECK(said.find("needs MPI") != std::string::npos);
+  CHECK(said.find("none.so") != std::string::npos);
+  CHECK(std::count(said.begin(), said.end(), '\n') == 1);
+  CHECK_FALSE(fs::exists(ranked));
+}
+
 // Registered with ctest only when tezip is built with MPI (tests/CMakeLists.txt).
 TEST_CASE("batch under mpirun -np 2 equals array tasks run one after another", "[.mpi]") {
   TempDir dir;
