@@ -48,7 +48,8 @@ std::string env(const char* name, const char* fallback = "") {
   return v ? v : fallback;
 }
 
-std::vector<std::string> lines_of(const fs::path& file) {
+// Used only by the mpirun test (builds with MPI).
+[[maybe_unused]] std::vector<std::string> lines_of(const fs::path& file) {
   std::ifstream in(file);
   std::vector<std::string> out;
   for (std::string line; std::getline(in, line);) out.push_back(line);
