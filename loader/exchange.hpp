@@ -44,13 +44,15 @@ struct ExchangeOptions {
   bool background = true;   // exchange epoch e + 1 while e is consumed (needs MPI_THREAD_MULTIPLE)
 };
 
+// Whether this build has the MPI module (libtezip_mpi.so, loaded on first use of MPI).
 bool built_with_mpi();
 
 // Keeps this rank's store holding what the plan's epoch needs by sending chunks between ranks over
 // MPI (docs/distributed.md). Every rank of the communicator makes one and calls prepare() with the
-// same plan; its rank and world_size are the communicator's. MPI is initialised with
-// MPI_THREAD_MULTIPLE when no one has (and finalised at exit); the exchange talks on a duplicate
-// of the communicator. Without MPI in the build, the constructor says so (std::runtime_error).
+// same plan; its rank and world_size are the communicator's. The constructor loads the MPI module;
+// MPI is initialised with MPI_THREAD_MULTIPLE when no one has (and finalised at exit); the exchange
+// talks on a duplicate of the communicator. Without MPI in the build, or without its module, the
+// constructor says so (std::runtime_error).
 class ChunkExchange {
  public:
   static constexpr std::int64_t kWorld = -1;

@@ -72,10 +72,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-}  // namespace
-
-namespace {
-
 // Tags on the exchange's own duplicate of the communicator.
 enum Tag : int { kStatusTag = 1, kSummaryTag = 2, kDataTag = 16 };
 constexpr std::size_t kPiece = std::size_t(64) << 20;  // bytes per message, well below INT_MAX
@@ -162,7 +158,9 @@ struct ExchangeState {
   ExchangeStats ahead_stats;
   std::exception_ptr ahead_error;
 
-  Clock::duration timeout() const { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.timeout_s)); }
+  Clock::duration timeout() const {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.timeout_s));
+  }
 
   std::string where(std::uint64_t epoch) const { return "tezip exchange for epoch " + std::to_string(epoch) + ": "; }
 
@@ -259,7 +257,8 @@ struct ExchangeState {
     }
     auto all = agree(mine, epoch, timeout());
     raise_failures(all, where(epoch));
-    const bool from_previous = epoch > 0 && std::all_of(all.begin(), all.end(), [&](const Status& s) { return s.at == std::int64_t(epoch - 1); });
+    const bool from_previous =
+        epoch > 0 && std::all_of(all.begin(), all.end(), [&](const Status& s) { return s.at == std::int64_t(epoch - 1); });
     Status done;
     if (!from_previous) {
       // Not every rank holds epoch - 1 (the first epoch, a new or rebuilt store): each stages what
