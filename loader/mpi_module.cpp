@@ -17,8 +17,10 @@ struct LoadResult {
 LoadResult load() {
   LoadResult result;
 #ifdef TEZIP_HAVE_MPI
+  // RTLD_GLOBAL, as when libtezip linked MPI and as mpi4py loads it: an MPI library may dlopen its
+  // own plugins, which then look for its symbols in the global namespace.
   result.module = static_cast<const MpiModule*>(load_shared_module(
-      "libtezip_mpi.so", "TEZIP_MPI_MODULE", TEZIP_MPI_MODULE_ENTRY, TEZIP_MPI_MODULE_ABI, "MPI", result.error));
+      "libtezip_mpi.so", "TEZIP_MPI_MODULE", TEZIP_MPI_MODULE_ENTRY, TEZIP_MPI_MODULE_ABI, "MPI", result.error, true));
 #else
   result.error = "tezip was built without MPI: rebuild with an MPI library (Debian: libopenmpi-dev) and -DTEZIP_MPI=ON";
 #endif

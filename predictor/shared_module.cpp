@@ -16,7 +16,7 @@ std::filesystem::path core_library_folder() {
 }
 
 const void* load_shared_module(const char* file, const char* env, const char* entry, const char* abi,
-                               const std::string& purpose, std::string& error) {
+                               const std::string& purpose, std::string& error, bool global) {
   std::filesystem::path path;
   if (const char* value = std::getenv(env); value != nullptr && *value != '\0') {
     path = value;
@@ -31,7 +31,7 @@ const void* load_shared_module(const char* file, const char* env, const char* en
     return nullptr;
   }
   // RTLD_LOCAL: the module's libraries stay out of the global namespace, beside whatever the host has.
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | (global ? RTLD_GLOBAL : RTLD_LOCAL));
   if (handle == nullptr) {
     const char* why = ::dlerror();
     error = purpose + ": cannot load tezip's module " + where + ": " + (why ? why : "unknown error");

@@ -15,8 +15,9 @@ std::filesystem::path core_library_folder();
 // member is `const char* abi`, which must equal `abi` (modules are built with the core they serve).
 // Loads `file` from $`env` when set, else from core_library_folder(). Returns the table, or nullptr
 // with `error` saying what is missing and what needs it (`purpose`). Not cached: callers keep the
-// result (dlopen of a loaded module is cheap and returns the same handle).
+// result (dlopen of a loaded module is cheap and returns the same handle). The module's libraries
+// stay out of the global namespace (RTLD_LOCAL) unless `global`.
 const void* load_shared_module(const char* file, const char* env, const char* entry, const char* abi,
-                               const std::string& purpose, std::string& error);
+                               const std::string& purpose, std::string& error, bool global = false);
 
 }  // namespace tezip
