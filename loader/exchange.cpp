@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -84,7 +85,14 @@ ChunkExchange::ChunkExchange(std::shared_ptr<ChunkStore> store, std::int64_t com
     : state_(std::make_unique<State>()) {
   if (!store) throw std::invalid_argument("ChunkExchange: no chunk store");
   if (!(options.timeout_s > 0)) throw std::invalid_argument("the exchange timeout must be positive");
-  state_->backend = mpi_module("exchanging chunks between ranks").open_exchange(std::move(store), comm, options);
+  const MpiModule* module = nullptr;
+  try {
+    module = &mpi_module("exchanging chunks between ranks");
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string(e.what()) + "; or use a store without exchange (exchange = 0, or chunks staged " +
+                             "from the source each epoch)");
+  }
+  state_->backend = module->open_exchange(std::move(store), comm, options);
 }
 ChunkExchange::~ChunkExchange() = default;
 void ChunkExchange::finish() { state_->backend->finish(); }
