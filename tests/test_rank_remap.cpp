@@ -32,6 +32,34 @@ TEST_CASE("rank remap orders by frequency, ties by smaller symbol", "[codecs]") 
   REQUIRE(std::ranges::equal(remap.ranks, std::vector<std::uint32_t>{0, 1, 0, 2, 1, 0, 3, 2}));
 }
 
+TEST_CASE("rank remap keeps the symbols where its caller says, and only a dense alphabet is asked", "[codecs]") {
+  const std::vector<std::uint32_t> symbols = {7, 3, 7, 9, 3, 7, 1, 9, 0, 2, 7};
+  int asked = 0;
+  const auto keep = [&](std::span<const std::uint32_t> s, std::span<const std::uint32_t> symbol_to_rank) {
+    ++asked;
+    REQUIRE(std::ranges::equal(s, symbols));  // the symbols as they came
+    REQUIRE(symbol_to_rank[7] == 0);
+    REQUIRE(symbol_to_rank[3] == 1);
+    REQUIRE(symbol_to_rank[9] == 2);
+    return true;
+  };
+  const RankRemap kept = rank_remap(SymbolBuffer(symbols.begin(), symbols.end()), keep);
+  REQUIRE(asked == 1);
+  REQUIRE(kept.kept);
+  REQUIRE(std::ranges::equal(kept.ranks, symbols));
+  REQUIRE(kept.rank_to_symbol == std::vector<std::uint32_t>{7, 3, 9, 0, 1, 2});
+  for (std::uint32_t r = 0; r < kept.rank_to_symbol.size(); ++r) REQUIRE(kept.symbol_to_rank[kept.rank_to_symbol[r]] == r);
+  // Declined: the frequency ranks, as without a caller.
+  const RankRemap declined = rank_remap(SymbolBuffer(symbols.begin(), symbols.end()), [](auto, auto) { return false; });
+  REQUIRE_FALSE(declined.kept);
+  REQUIRE(std::ranges::equal(declined.ranks, rank_remap(symbols).ranks));
+  // A largest symbol at or past the count (its table would list more values than symbols): not asked.
+  const std::vector<std::uint32_t> wide = {12, 0, 12, 3, 0, 12};
+  asked = 0;
+  REQUIRE_FALSE(rank_remap(SymbolBuffer(wide.begin(), wide.end()), keep).kept);
+  REQUIRE(asked == 0);
+}
+
 TEST_CASE("rank remap handles empty input and sparse huge symbols", "[codecs]") {
   REQUIRE(rank_remap(std::vector<std::uint32_t>{}).ranks.empty());
   std::vector<std::uint32_t> symbols = {0xFFFFFFFFu, 5, 0x80000000u, 5, 0xFFFFFFFFu, 5};

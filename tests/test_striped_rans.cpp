@@ -1,6 +1,7 @@
 #include <cstdlib>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -186,6 +187,79 @@ TEST_CASE("striped rans maps ranks to symbols on every path", "[codecs][striped]
       for (std::size_t i = 0; i < ranks.size(); ++i) REQUIRE(o.values[i] == table[ranks[i]]);
     }
   }
+}
+
+TEST_CASE("striped rans computes an identity or zigzag map on every path, as the table would give", "[codecs][striped]") {
+  // A stream whose symbols were kept as their own ranks carries a table in order; read as signed
+  // symbols it is zigzag's inverse. The decoder computes either instead of looking it up.
+  for (const double scale : {3.0, 40.0}) {
+    const auto ranks = laplacian_ranks(200, 256, scale, 5);
+    const std::uint64_t alphabet = alphabet_of(ranks);
+    INFO("scale " << scale << ", alphabet " << alphabet);
+    std::vector<std::uint32_t> identity(alphabet), unzigzagged(alphabet);
+    for (std::uint32_t r = 0; r < alphabet; ++r) {
+      identity[r] = r;
+      unzigzagged[r] = (r >> 1) ^ (0u - (r & 1));
+    }
+    std::vector<std::uint32_t> near = unzigzagged;  // one entry off: looked up
+    near.back() ^= 0x100;
+    const auto bytes = encode_striped_rans(ranks, 200, 128, alphabet);
+    for (const SimdPath path : paths()) {
+      INFO("path " << simd_name(path));
+      for (const auto* table : {&identity, &unzigzagged, &near}) {
+        const Outcome o = decode_with(path, bytes, 200, ranks.size(), alphabet, *table);
+        REQUIRE_FALSE(o.error);
+        for (std::size_t i = 0; i < ranks.size(); ++i) REQUIRE(o.values[i] == (*table)[ranks[i]]);
+      }
+    }
+  }
+}
+
+TEST_CASE("symbol coder keeps residuals as their own ranks where the striped coder's estimate says so", "[codecs][striped]") {
+  // Residuals whose sign holds over 16 x 16 blocks: the zigzagged symbols' parity is the sign, which
+  // the left classes and the neighbours' tokens then see; the frequency ranks of +k and -k fall in
+  // either order, so their parity is the sign for some magnitudes and not for others.
+  const std::size_t width = 128, rows = 96;
+  std::mt19937 rng(11);
+  std::geometric_distribution<int> magnitude(0.3);
+  std::bernoulli_distribution positive(0.5);
+  std::vector<std::int32_t> residuals(width * rows);
+  std::vector<int> block_sign((width / 16) * (rows / 16));
+  for (auto& b : block_sign) b = positive(rng) ? 1 : -1;
+  for (std::size_t y = 0; y < rows; ++y)
+    for (std::size_t x = 0; x < width; ++x) residuals[y * width + x] = block_sign[(y / 16) * (width / 16) + x / 16] * magnitude(rng);
+  std::vector<std::uint32_t> zig(residuals.size());
+  for (std::size_t i = 0; i < zig.size(); ++i) zig[i] = (std::uint32_t(residuals[i]) << 1) ^ std::uint32_t(residuals[i] >> 31);
+  const RankRemap ranked = rank_remap(zig);
+  const auto largest = *std::max_element(zig.begin(), zig.end());
+  REQUIRE(estimate_striped_bits(zig, width, largest + 1) < estimate_striped_bits(ranked.ranks, width, largest + 1));
+  SymbolCoderStats stats, ranked_stats;
+  const auto bytes = encode_symbols(zig, width, {.allow_adaptive = false}, &stats);
+  const auto ranked_bytes = encode_symbols(zig, width, {.allow_adaptive = false, .allow_kept_symbols = false}, &ranked_stats);
+  REQUIRE(stats.symbols_kept);
+  REQUIRE_FALSE(ranked_stats.symbols_kept);
+  REQUIRE(stats.chosen == EntropyCoderKind::StripedRans);
+  REQUIRE(bytes.size() < ranked_bytes.size());
+  for (const auto* stream : {&bytes, &ranked_bytes}) {
+    std::vector<std::uint32_t> back(zig.size());
+    decode_symbols(*stream, width, back);
+    REQUIRE(back == zig);
+    std::vector<std::int32_t> signed_back(zig.size());
+    decode_signed_symbols(*stream, width, signed_back);
+    REQUIRE(signed_back == residuals);
+  }
+
+  // Symbols far apart, as a sparse frame's (0 and +-255, zigzagged): their frequency ranks are 0,
+  // 1 and 2, while the symbols themselves would take extra bits. Not kept: the same stream.
+  std::vector<std::uint32_t> sparse(width * rows, 0);
+  for (std::size_t i = 0; i < sparse.size(); i += 7) sparse[i] = (i / 7) % 3 == 0 ? 509 : 510;
+  SymbolCoderStats sparse_stats;
+  const auto sparse_bytes = encode_symbols(sparse, width, {.allow_adaptive = false}, &sparse_stats);
+  REQUIRE_FALSE(sparse_stats.symbols_kept);
+  REQUIRE(sparse_bytes == encode_symbols(sparse, width, {.allow_adaptive = false, .allow_kept_symbols = false}));
+  std::vector<std::uint32_t> back(sparse.size());
+  decode_symbols(sparse_bytes, width, back);
+  REQUIRE(back == sparse);
 }
 
 TEST_CASE("striped rans decodes segment by segment as it decodes whole", "[codecs][striped]") {

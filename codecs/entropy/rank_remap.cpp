@@ -16,6 +16,10 @@ namespace {
 // beyond that a sort keeps memory proportional to the input rather than to the largest value.
 constexpr std::uint64_t kDenseLimit = std::uint64_t{1} << 20;
 
+// The largest symbol a kept stream may hold (its table then lists every value up to it, and a
+// decoder takes no more entries than symbols).
+constexpr std::uint32_t kKeepLimit = std::uint32_t{1} << 20;
+
 // Alphabets up to this size are counted in four histograms at once (rank_remap).
 constexpr std::size_t kSplitHistogramLimit = std::size_t{1} << 16;
 
@@ -106,7 +110,7 @@ void check_distinct(std::span<const std::uint32_t> table) {
 
 }  // namespace
 
-RankRemap rank_remap(SymbolBuffer symbols) {
+RankRemap rank_remap(SymbolBuffer symbols, const KeepSymbols& keep) {
   RankRemap result;
   if (symbols.empty()) return result;
   const std::uint32_t max_symbol = largest(symbols.data(), symbols.size());
@@ -130,6 +134,12 @@ RankRemap rank_remap(SymbolBuffer symbols) {
     result.rank_to_symbol = order_by_frequency(counts);
     // Reuse the histogram as the symbol -> rank lookup.
     for (std::uint32_t r = 0; r < result.rank_to_symbol.size(); ++r) histogram[result.rank_to_symbol[r]] = r;
+    if (keep && result.rank_to_symbol.size() >= 2 && max_symbol < kKeepLimit &&
+        max_symbol < values.size() && keep(values, histogram)) {
+      result.kept = true;
+      result.symbol_to_rank = std::move(histogram);
+      return result;
+    }
     look_up(values.data(), values.size(), histogram.data());
     return result;
   }

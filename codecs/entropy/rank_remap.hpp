@@ -1,6 +1,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -17,13 +18,22 @@ using SymbolBuffer = std::vector<std::uint32_t, BufferAllocator<std::uint32_t>>;
 // frequent; ties go to the smaller symbol so the mapping is deterministic). Entropy coders then see
 // small numbers for likely symbols whatever the symbols' own values are.
 struct RankRemap {
-  SymbolBuffer ranks;                         // one per input symbol
+  SymbolBuffer ranks;                         // one per input symbol (with `kept`, the symbol itself)
   std::vector<std::uint32_t> rank_to_symbol;  // distinct symbols, most frequent first
+  // `kept`: the caller's choice kept the symbols as they are (their ranks are not applied), and
+  // symbol_to_rank[s] is each present symbol's rank by frequency (others' entries are meaningless).
+  bool kept = false;
+  std::vector<std::uint32_t> symbol_to_rank;
 };
+
+// Asked, where the symbols are a dense alphabet (their largest below 2^20 and below their count)
+// with two or more distinct ones, whether to keep them as they are:
+// keep(symbols, symbol_to_rank).
+using KeepSymbols = std::function<bool(std::span<const std::uint32_t>, std::span<const std::uint32_t>)>;
 
 RankRemap rank_remap(std::span<const std::uint32_t> symbols);
 // The same in the symbols' own buffer.
-RankRemap rank_remap(SymbolBuffer symbols);
+RankRemap rank_remap(SymbolBuffer symbols, const KeepSymbols& keep = {});
 
 // Appends the rank -> symbol table in a compact self-delimiting form.
 void append_rank_table(std::span<const std::uint32_t> rank_to_symbol, std::vector<std::uint8_t>& out);

@@ -283,11 +283,11 @@ void next_above(const std::vector<std::uint16_t>& tokens, const std::uint16_t* u
 }
 
 // One row step of the stripes that are active, the portable way: tokens, then extra bits and the
-// rank -> symbol map (`symbols` may be null: ranks out). Checked: a word past the end of a stream
-// reads as zero and sets `overrun`.
+// rank -> symbol map (`symbols` may be null: ranks out, or with `unzig` zigzag's inverse of them).
+// Checked: a word past the end of a stream reads as zero and sets `overrun`.
 void decode_row_portable(const Tables& t, const std::uint16_t* above, std::uint16_t* tokens, std::uint32_t* values,
                          std::size_t width, std::size_t lanes, const std::uint32_t* active, const std::uint32_t* symbols,
-                         std::uint32_t max_rank, bool wide, LaneStates& s) {
+                         bool unzig, std::uint32_t max_rank, bool wide, LaneStates& s) {
   std::array<std::uint32_t, kMaxLanes> left{}, left2{};
   const std::uint32_t wide_mask = wide ? ~0u : 0u;
   std::array<std::uint32_t, kMaxLanes> class_base{};  // the left token's class offset (0 without left classes)
@@ -322,12 +322,16 @@ void decode_row_portable(const Tables& t, const std::uint16_t* above, std::uint1
       tk[l] = static_cast<std::uint16_t>(token);
       const std::uint32_t v = t.base[token] + read_extra(s, l, t.extra_bits[token]);
       s.over |= static_cast<std::uint32_t>(v > max_rank);
-      val[l] = symbols != nullptr ? symbols[std::min(v, max_rank)] : v;
+      val[l] = symbols != nullptr ? symbols[std::min(v, max_rank)] : unzig ? (v >> 1) ^ (0u - (v & 1)) : v;
     }
   }
 }
 
 #ifdef TEZIP_HAVE_AVX2_KERNEL
+// What the kernels' masked loads of the rank -> symbol map read where there is no map (the ranks
+// are the symbols); the masks then load nothing.
+alignas(64) constexpr std::array<std::uint32_t, 32> kNoSymbols{};
+
 // For each mask of the lanes that renormalize, which of the 8 loaded words each lane takes: lane j
 // takes the word after those of the set lanes below it.
 struct WordPermutations {
@@ -796,6 +800,64 @@ std::vector<std::uint8_t> split_sets(const SegmentCounts& counts, std::vector<st
 }
 
 }  // namespace
+
+double estimate_striped_bits(std::span<const std::uint32_t> values, std::size_t row_width, std::uint32_t alphabet_size,
+                             std::span<const std::uint32_t> rank_of) {
+  if (row_width == 0 || values.size() % row_width != 0)
+    throw std::invalid_argument("estimate_striped_bits: the symbols are not whole rows");
+  if (!rank_of.empty() && rank_of.size() < alphabet_size)
+    throw std::invalid_argument("estimate_striped_bits: ranks for fewer values than the alphabet");
+  const TokenScheme scheme;
+  const std::size_t width = row_width, rows = values.size() / width;
+  const ClassTable classes = class_table(kHalfOctaveThresholds);
+  std::array<std::uint8_t, kMaxTokens> token_bits{};
+  std::array<std::uint32_t, kMaxTokens> token_base{};
+  for (std::uint32_t k = 0; k < kMaxTokens; ++k) scheme.describe(k, token_base[k], token_bits[k]);
+  // Each value's token, then rows two up, one up and the row itself as tokens (zeros above the
+  // first row).
+  std::vector<std::uint8_t> token(alphabet_size);
+  for (std::uint32_t v = 0; v < alphabet_size; ++v) token[v] = static_cast<std::uint8_t>(scheme.token_of(rank_of.empty() ? v : rank_of[v]));
+  // Three rows of tokens, each computed once while consecutive rows are counted.
+  std::vector<std::uint8_t> t(3 * width);
+  std::array<std::size_t, 3> held{SIZE_MAX, SIZE_MAX, SIZE_MAX};  // the row each third of `t` holds
+  const std::vector<std::uint8_t> zeros(width, 0);
+  auto tokens_at = [&](std::size_t row) -> const std::uint8_t* {
+    if (row == SIZE_MAX) return zeros.data();
+    std::uint8_t* out = t.data() + (row % 3) * width;
+    if (held[row % 3] != row) {
+      const std::uint32_t* v = values.data() + row * width;
+      for (std::size_t x = 0; x < width; ++x) out[x] = token[std::min(v[x], alphabet_size - 1)];
+      held[row % 3] = row;
+    }
+    return out;
+  };
+  std::vector<std::uint64_t> h(kLeftClasses * kTableSize, 0);
+  // About a quarter of a short stream's rows and an eighth of a long one's; all of a very short one.
+  const unsigned k = rows < kSampledRows / 4 ? 0 : rows < kSampledRows ? 2 : 3;
+  for (std::size_t row = 0; row < rows; ++row) {
+    if (!row_in_sample(row, k)) continue;
+    const std::uint8_t* up2 = tokens_at(row >= 2 ? row - 2 : SIZE_MAX);
+    const std::uint8_t* up = tokens_at(row >= 1 ? row - 1 : SIZE_MAX);
+    const std::uint8_t* cur = tokens_at(row);
+    for (std::size_t x = 0; x < width; ++x) {
+      std::uint32_t a = 2u * up[x] + up2[x];
+      if (x > 0) a += 2u * cur[x - 1] + up[x - 1];
+      if (x > 1) a += cur[x - 2];
+      if (x + 1 < width) a += up[x + 1];
+      const std::uint32_t left = x > 0 ? left_class(cur[x - 1]) : 0;
+      ++h[(left * kMaxContexts + classes[a]) * kMaxTokens + cur[x]];
+    }
+  }
+  double bits = 0;
+  for (std::size_t c = 0; c < kLeftClasses * kMaxContexts; ++c) {
+    const std::uint64_t* row = h.data() + c * kMaxTokens;
+    std::uint64_t total = 0;
+    for (std::size_t j = 0; j < kMaxTokens; ++j) total += row[j];
+    for (std::size_t j = 0; j < kMaxTokens; ++j)
+      if (row[j] > 0) bits += double(row[j]) * (std::log2(double(total) / double(row[j])) + token_bits[j]);
+  }
+  return bits;
+}
 
 std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
                                               std::size_t segment_rows, std::uint64_t alphabet_size,
@@ -1338,7 +1400,8 @@ struct StripedRansDecoder::State {
   // P-th of a plane's row each, P times as many); parts: P, else 1.
   std::size_t width = 0, lanes = 0, segment_rows = 0, rows = 0, rows_done = 0, parts = 1;
   std::uint32_t max_rank = 0;
-  std::vector<std::uint32_t> symbols;  // empty: ranks out
+  std::vector<std::uint32_t> symbols;  // empty: ranks out, or with `unzig` zigzag's inverse of them
+  bool unzig = false;
   SimdPath path = SimdPath::portable;
   bool simd = false;  // the SIMD kernels can run this stream (lanes, scheme, alphabet, offsets)
   bool wide = false;  // the eight-neighbour context
@@ -1514,13 +1577,25 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
   s.extra = st.extra.data();
   st.max_rank = static_cast<std::uint32_t>(std::min<std::uint64_t>(alphabet_size, std::uint64_t{1} << 32) - 1);
   st.symbols.assign(symbol_of_rank.begin(), symbol_of_rank.end());
+  // A map that is the identity, or zigzag's inverse (a stream coded without frequency ranks, its
+  // symbols read signed), is computed by the kernels instead of looked up.
+  std::uint32_t r = 0;
+  if (std::all_of(st.symbols.begin(), st.symbols.end(), [&r](std::uint32_t v) { return v == r++; })) {
+    st.symbols.clear();
+  } else if (r = 0; std::all_of(st.symbols.begin(), st.symbols.end(), [&r](std::uint32_t v) {
+               const std::uint32_t u = r++;
+               return v == ((u >> 1) ^ (0u - (u & 1)));
+             })) {
+    st.symbols.clear();
+    st.unzig = true;
+  }
   st.row_buffers = RowBuffers(st.width, st.lanes);
   st.first_row_tokens = RowBuffers(st.width, st.lanes);
   // Offsets grow by at most 4 bytes per symbol; the kernel keeps them in 31 bits.
   const std::uint64_t reach = st.extra.size() + 4 * std::uint64_t{count};
   std::uint32_t max_extra = 0;
   for (std::uint32_t k = 0; k < model.token_count; ++k) max_extra = std::max(max_extra, t.extra_bits[k]);
-  st.simd = path >= SimdPath::avx2 && (st.lanes == 8 || st.lanes == 16 || st.lanes == 32) && !st.symbols.empty() &&
+  st.simd = path >= SimdPath::avx2 && (st.lanes == 8 || st.lanes == 16 || st.lanes == 32) &&
             model.scheme.split_exp == kScheme.split_exp && model.scheme.msb_bits == kScheme.msb_bits &&
             max_extra <= kSimdMaxExtraBits && reach < (std::uint64_t{1} << 31) && model.contexts == kMaxContexts &&
             std::equal(kHalfOctaveThresholds.begin(), kHalfOctaveThresholds.end(), model.thresholds.begin());
@@ -1643,19 +1718,20 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
         // The kernels store the symbols to the stripes' rows themselves.
         if (registers && lanes >= 16) {
           const auto kernel = lanes == 32 ? decode_row_zmm<2> : decode_row_zmm<1>;
-          kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s, row.data(), two_up(r));
+          kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, unzig, max_rank, wide, s, row.data(),
+                 two_up(r));
           sums_done = true;
         } else {
           const auto kernel = registers ? decode_row_avx512<1>
                                         : (lanes == 32 ? decode_row_avx2<4> : lanes == 16 ? decode_row_avx2<2> : decode_row_avx2<1>);
-          kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, max_rank, wide, s, row.data());
+          kernel(t, b.above.data(), b.tokens.data(), b.values.data(), width, map, unzig, max_rank, wide, s, row.data());
         }
         done = true;
       }
     }
 #endif
     if (!done) {
-      decode_row_portable(t, b.above.data(), b.tokens.data(), b.values.data(), width, lanes, active.data(), map,
+      decode_row_portable(t, b.above.data(), b.tokens.data(), b.values.data(), width, lanes, active.data(), map, unzig,
                           max_rank, wide, s);
       scatter_rows(b.values.data(), width, lanes, active.data(), row.data());
     }

@@ -42,6 +42,14 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
                                               std::size_t segment_period = 1, bool allow_left_classes = true,
                                               SimdPath path = simd_path(), std::span<const std::uint8_t> side = {});
 
+// The coder's estimate, in bits, of `values` (rows of `row_width`, each below alphabet_size > 0)
+// coded as the ranks rank_of[v] (empty: the values themselves): the tokens' entropy in the
+// eight-neighbour contexts split by the left class, plus the extra bits, over about an eighth of
+// the rows (a quarter of a short stream's, all of a very short one's). For comparing rank orders:
+// the bits of the rows it counts, not the stream's size.
+double estimate_striped_bits(std::span<const std::uint32_t> values, std::size_t row_width, std::uint32_t alphabet_size,
+                             std::span<const std::uint32_t> rank_of = {});
+
 // The side class of each pixel of a forecast plane (rows of `width`): the bit width of its central
 // gradient |f(x+1) - f(x-1)| + |f(y+1) - f(y-1)| (edges repeated) over 2^(bits - 8) (bits: of
 // max_value; 8-bit data as it is), at most kSideClasses - 1. `path`: AVX2 or the portable loop,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -94,7 +95,25 @@ std::size_t narrow_below_escape(const std::uint32_t* ranks, std::size_t n, std::
 
 using ZstdInput = std::vector<std::uint8_t, BufferAllocator<std::uint8_t>>;
 
-ZstdInput zstd_input(std::span<const std::uint32_t> ranks) {
+// The zstd and LZMA coders' bytes of the ranks, or with `rank_of` (kept symbols) of
+// rank_of[symbol] for each symbol.
+ZstdInput zstd_input(std::span<const std::uint32_t> ranks, std::span<const std::uint32_t> rank_of = {}) {
+  if (!rank_of.empty()) {
+    std::size_t size = 0;
+    for (const std::uint32_t s : ranks) size += rank_of[s] < kEscape ? 1 : 1 + varint_size(rank_of[s] - kEscape);
+    ZstdInput bytes(size);
+    std::uint8_t* out = bytes.data();
+    for (const std::uint32_t s : ranks) {
+      const std::uint32_t r = rank_of[s];
+      if (r < kEscape) {
+        *out++ = static_cast<std::uint8_t>(r);
+      } else {
+        *out++ = static_cast<std::uint8_t>(kEscape);
+        out = write_varint(r - kEscape, out);
+      }
+    }
+    return bytes;
+  }
   // One byte a rank (most streams have no escape), from the first escape on each escape's varint
   // too, into a buffer of the size counted first: growing it had copied a GOP's bytes again
   // (lossless camera streams have a few escapes), and zeroing it had touched them once more.
@@ -206,33 +225,57 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
     throw std::invalid_argument("encode_symbols: zstd level out of range");
   }
   const std::size_t count = symbol_buffer.size();
-  const RankRemap remap = rank_remap(std::move(symbol_buffer));
-  std::vector<std::uint8_t> header;
+  const bool rows = row_width > 0 && count % row_width == 0;
+  // The striped coder's symbols in their own order where its estimate says they cost less so
+  // (docs/defaults.md, "Symbols as their own ranks"): residuals zigzagged, whose order is their
+  // magnitude's and whose parity is their sign, give its contexts and left classes what frequency
+  // ranks only approximate. zstd and LZMA are given the frequency ranks whatever this says.
+  const KeepSymbols keep = [&](std::span<const std::uint32_t> symbols, std::span<const std::uint32_t> symbol_to_rank) {
+    const auto alphabet = static_cast<std::uint32_t>(symbol_to_rank.size());  // the largest symbol + 1
+    return options.allow_rans && options.allow_kept_symbols && rows &&
+           estimate_striped_bits(symbols, row_width, alphabet) < estimate_striped_bits(symbols, row_width, alphabet, symbol_to_rank);
+  };
+  const RankRemap remap = rank_remap(std::move(symbol_buffer), keep);
+  std::vector<std::uint8_t> header;  // for zstd and LZMA (and every coder where the symbols were not kept)
   header.push_back(static_cast<std::uint8_t>(EntropyCoderKind::Zstd));
   append_varint(count, header);
   append_rank_table(remap.rank_to_symbol, header);
+  // The rANS coders' alphabet and header: with kept symbols, a table of every value up to the
+  // largest, in order (the decoder computes that map: StripedRansDecoder).
+  std::size_t alphabet = remap.rank_to_symbol.size();
+  std::vector<std::uint8_t> kept_header;
+  if (remap.kept) {
+    alphabet = remap.symbol_to_rank.size();
+    std::vector<std::uint32_t> identity(alphabet);
+    std::iota(identity.begin(), identity.end(), 0u);
+    kept_header.assign(header.begin(), header.begin() + 1);
+    append_varint(count, kept_header);
+    append_rank_table(identity, kept_header);
+  }
+  const auto rans_header = [&]() -> const std::vector<std::uint8_t>& { return remap.kept ? kept_header : header; };
 
   SymbolCoderStats local;
   local.distinct_symbols = remap.rank_to_symbol.size();
+  local.symbols_kept = remap.kept;
   std::vector<std::uint8_t> out;
   if (remap.rank_to_symbol.size() < 2) {
     out = std::move(header);
   } else {
     std::vector<std::uint8_t> rans_payload;
-    const bool rows = row_width > 0 && count % row_width == 0;
     if (options.allow_rans) {
       // Rows go to the striped coder, which SIMD kernels decode; 1-D streams to the 2-lane one.
-      rans_payload = rows ? encode_striped_rans(remap.ranks, row_width, options.segment_rows, remap.rank_to_symbol.size(),
+      rans_payload = rows ? encode_striped_rans(remap.ranks, row_width, options.segment_rows, alphabet,
                                                 StripedContext::measured, options.segment_period, true, simd_path(), side)
-                          : encode_rans(remap.ranks, row_width, remap.rank_to_symbol.size());
-      local.rans_bytes = header.size() + rans_payload.size();
+                          : encode_rans(remap.ranks, row_width, alphabet);
+      local.rans_bytes = rans_header().size() + rans_payload.size();
     }
     // zstd at the chosen level costs most of encoding. A pass at kProbeLevel first: when even
     // kLevelGain times it is larger than the rANS stream, the chosen level cannot win either. The
     // probe and the gate look back as far as the chosen level does (a cup trial window whose second
     // frame repeats the first, 900 KB back: level 1 1.45x the rANS stream in its own window, 0.84x
     // in level 9's; level 9 0.78x, level 19 0.66x).
-    const ZstdInput zstd_bytes = zstd_input(remap.ranks);
+    const ZstdInput zstd_bytes = zstd_input(remap.ranks, remap.kept ? std::span<const std::uint32_t>(remap.symbol_to_rank)
+                                                                     : std::span<const std::uint32_t>());
     std::vector<std::uint8_t> zstd_payload;
     bool probe_lost = false;  // the probe is larger than the rANS stream
     std::size_t probe_size = 0;
@@ -253,7 +296,7 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
     const auto rivalled = [&] {
       if (!options.rival_bytes || probe_size == 0 || options.allow_lzma) return false;
       const std::size_t rival = options.rival_bytes();
-      if (rival == SIZE_MAX || header.size() + rans_payload.size() < rival) return false;
+      if (rival == SIZE_MAX || rans_header().size() + rans_payload.size() < rival) return false;
       const int strongest = std::max(options.zstd_level, std::min(options.zstd_win_level, ZSTD_maxCLevel()));
       const std::size_t estimate = zstd_estimate(zstd_bytes, kProbeLevel, probe_size, strongest);
       local.zstd_rivalled = estimate != SIZE_MAX && header.size() + estimate >= rival;
@@ -291,20 +334,18 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
     if (local.zstd_given_up) {
       payload = &rans_payload;
       local.chosen = rows ? EntropyCoderKind::StripedRans : EntropyCoderKind::Rans;
-      header[0] = static_cast<std::uint8_t>(local.chosen);
     }
     auto consider = [&](std::vector<std::uint8_t>& candidate, EntropyCoderKind kind) {
       if (candidate.size() < payload->size()) {
         payload = &candidate;
         local.chosen = kind;
-        header[0] = static_cast<std::uint8_t>(kind);
       }
     };
     if (options.allow_rans) consider(rans_payload, rows ? EntropyCoderKind::StripedRans : EntropyCoderKind::Rans);
     std::vector<std::uint8_t> adaptive_payload;
     if (options.allow_adaptive) {
-      adaptive_payload = encode_adaptive(remap.ranks, row_width, remap.rank_to_symbol.size());
-      local.adaptive_bytes = header.size() + adaptive_payload.size();
+      adaptive_payload = encode_adaptive(remap.ranks, row_width, alphabet);
+      local.adaptive_bytes = rans_header().size() + adaptive_payload.size();
       consider(adaptive_payload, EntropyCoderKind::Adaptive);
     }
     std::vector<std::uint8_t> lzma_payload;
@@ -333,10 +374,12 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
         zstd_payload = std::move(stronger);
         payload = &zstd_payload;
         local.chosen = EntropyCoderKind::Zstd;
-        header[0] = static_cast<std::uint8_t>(EntropyCoderKind::Zstd);
       }
     }
-    out = std::move(header);
+    // The ranks' table of the winner: the rANS coders' (kept symbols: in order), else by frequency.
+    const bool ranked = payload == &zstd_payload || payload == &lzma_payload;
+    out = ranked || !remap.kept ? std::move(header) : std::move(kept_header);
+    out[0] = static_cast<std::uint8_t>(local.chosen);
     out.insert(out.end(), payload->begin(), payload->end());
   }
   if (stats != nullptr) *stats = local;
