@@ -801,6 +801,24 @@ std::vector<std::uint8_t> split_sets(const SegmentCounts& counts, std::vector<st
 
 }  // namespace
 
+namespace {
+
+// The tokens' order-0 entropy in each context of `counts` ([context][token], any number of
+// contexts), plus their extra bits (`token_bits`): the encoder's estimates.
+double context_entropy_bits(std::span<const std::uint64_t> counts, const std::array<std::uint8_t, kMaxTokens>& token_bits) {
+  double bits = 0;
+  for (std::size_t ctx = 0; ctx < counts.size() / kMaxTokens; ++ctx) {
+    const std::uint64_t* c = counts.data() + ctx * kMaxTokens;
+    std::uint64_t total = 0;
+    for (int k = 0; k < kMaxTokens; ++k) total += c[k];
+    for (int k = 0; k < kMaxTokens; ++k)
+      if (c[k] > 0) bits += double(c[k]) * (std::log2(double(total) / double(c[k])) + token_bits[k]);
+  }
+  return bits;
+}
+
+}  // namespace
+
 double estimate_striped_bits(std::span<const std::uint32_t> values, std::size_t row_width, std::uint32_t alphabet_size,
                              std::span<const std::uint32_t> rank_of) {
   if (row_width == 0 || values.size() % row_width != 0)
@@ -816,7 +834,8 @@ double estimate_striped_bits(std::span<const std::uint32_t> values, std::size_t 
   // Each value's token, then rows two up, one up and the row itself as tokens (zeros above the
   // first row).
   std::vector<std::uint8_t> token(alphabet_size);
-  for (std::uint32_t v = 0; v < alphabet_size; ++v) token[v] = static_cast<std::uint8_t>(scheme.token_of(rank_of.empty() ? v : rank_of[v]));
+  for (std::uint32_t v = 0; v < alphabet_size; ++v)
+    token[v] = static_cast<std::uint8_t>(scheme.token_of(rank_of.empty() ? v : rank_of[v]));
   // Three rows of tokens, each computed once while consecutive rows are counted.
   std::vector<std::uint8_t> t(3 * width);
   std::array<std::size_t, 3> held{SIZE_MAX, SIZE_MAX, SIZE_MAX};  // the row each third of `t` holds
@@ -848,15 +867,7 @@ double estimate_striped_bits(std::span<const std::uint32_t> values, std::size_t 
       ++h[(left * kMaxContexts + classes[a]) * kMaxTokens + cur[x]];
     }
   }
-  double bits = 0;
-  for (std::size_t c = 0; c < kLeftClasses * kMaxContexts; ++c) {
-    const std::uint64_t* row = h.data() + c * kMaxTokens;
-    std::uint64_t total = 0;
-    for (std::size_t j = 0; j < kMaxTokens; ++j) total += row[j];
-    for (std::size_t j = 0; j < kMaxTokens; ++j)
-      if (row[j] > 0) bits += double(row[j]) * (std::log2(double(total) / double(row[j])) + token_bits[j]);
-  }
-  return bits;
+  return context_entropy_bits(h, token_bits);
 }
 
 std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ranks, std::size_t row_width,
@@ -965,16 +976,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   std::array<std::uint32_t, kMaxTokens> token_base{};
   for (std::uint32_t k = 0; k < token_count; ++k) scheme.describe(k, token_base[k], token_bits[k]);
   // The tokens' order-0 entropy per context, plus the extra bits.
-  auto estimated_bits = [&](std::span<const std::uint64_t> c) {
-    double bits = 0;
-    for (std::size_t ctx = 0; ctx < kMaxContexts; ++ctx) {
-      std::uint64_t total = 0;
-      for (int k = 0; k < kMaxTokens; ++k) total += c[ctx * kMaxTokens + k];
-      for (int k = 0; k < kMaxTokens; ++k)
-        if (const auto m = c[ctx * kMaxTokens + k]; m > 0) bits += double(m) * (std::log2(double(total) / double(m)) + token_bits[k]);
-    }
-    return bits;
-  };
+  auto estimated_bits = [&](std::span<const std::uint64_t> c) { return context_entropy_bits(c, token_bits); };
   // What the counts cost under a model built from them: each token's code length with the model's
   // quantized frequency (a rare token's probability rounded up to 1 / kProbScale, which the
   // entropy of the counts does not see and more tables of fewer symbols each pay), plus the extra

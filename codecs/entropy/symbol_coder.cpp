@@ -252,7 +252,7 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
     append_varint(count, kept_header);
     append_rank_table(identity, kept_header);
   }
-  const auto rans_header = [&]() -> const std::vector<std::uint8_t>& { return remap.kept ? kept_header : header; };
+  const std::vector<std::uint8_t>& rans_header = remap.kept ? kept_header : header;
 
   SymbolCoderStats local;
   local.distinct_symbols = remap.rank_to_symbol.size();
@@ -267,7 +267,7 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
       rans_payload = rows ? encode_striped_rans(remap.ranks, row_width, options.segment_rows, alphabet,
                                                 StripedContext::measured, options.segment_period, true, simd_path(), side)
                           : encode_rans(remap.ranks, row_width, alphabet);
-      local.rans_bytes = rans_header().size() + rans_payload.size();
+      local.rans_bytes = rans_header.size() + rans_payload.size();
     }
     // zstd at the chosen level costs most of encoding. A pass at kProbeLevel first: when even
     // kLevelGain times it is larger than the rANS stream, the chosen level cannot win either. The
@@ -296,7 +296,7 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
     const auto rivalled = [&] {
       if (!options.rival_bytes || probe_size == 0 || options.allow_lzma) return false;
       const std::size_t rival = options.rival_bytes();
-      if (rival == SIZE_MAX || rans_header().size() + rans_payload.size() < rival) return false;
+      if (rival == SIZE_MAX || rans_header.size() + rans_payload.size() < rival) return false;
       const int strongest = std::max(options.zstd_level, std::min(options.zstd_win_level, ZSTD_maxCLevel()));
       const std::size_t estimate = zstd_estimate(zstd_bytes, kProbeLevel, probe_size, strongest);
       local.zstd_rivalled = estimate != SIZE_MAX && header.size() + estimate >= rival;
@@ -345,7 +345,7 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
     std::vector<std::uint8_t> adaptive_payload;
     if (options.allow_adaptive) {
       adaptive_payload = encode_adaptive(remap.ranks, row_width, alphabet);
-      local.adaptive_bytes = rans_header().size() + adaptive_payload.size();
+      local.adaptive_bytes = rans_header.size() + adaptive_payload.size();
       consider(adaptive_payload, EntropyCoderKind::Adaptive);
     }
     std::vector<std::uint8_t> lzma_payload;
