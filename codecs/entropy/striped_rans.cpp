@@ -820,7 +820,7 @@ double context_entropy_bits(std::span<const std::uint64_t> counts, const std::ar
 }  // namespace
 
 double estimate_striped_bits(std::span<const std::uint32_t> values, std::size_t row_width, std::uint32_t alphabet_size,
-                             std::span<const std::uint32_t> rank_of) {
+                             std::span<const std::uint32_t> rank_of, std::size_t segment_rows, std::size_t segment_period) {
   if (row_width == 0 || values.size() % row_width != 0)
     throw std::invalid_argument("estimate_striped_bits: the symbols are not whole rows");
   if (!rank_of.empty() && rank_of.size() < alphabet_size)
@@ -850,7 +850,10 @@ double estimate_striped_bits(std::span<const std::uint32_t> values, std::size_t 
     }
     return out;
   };
-  std::vector<std::uint64_t> h(kLeftClasses * kTableSize, 0);
+  // A model per channel where segments cycle through channels (the coder may give each its tables).
+  if (segment_rows == 0 || segment_rows > rows) segment_rows = std::max<std::size_t>(rows, 1);
+  const std::size_t channels = std::clamp<std::size_t>(segment_period, 1, kMaxTableSets);
+  std::vector<std::uint64_t> h(channels * kLeftClasses * kTableSize, 0);
   // About a quarter of a short stream's rows and an eighth of a long one's; all of a very short one.
   const unsigned k = rows < kSampledRows / 4 ? 0 : rows < kSampledRows ? 2 : 3;
   for (std::size_t row = 0; row < rows; ++row) {
@@ -858,13 +861,14 @@ double estimate_striped_bits(std::span<const std::uint32_t> values, std::size_t 
     const std::uint8_t* up2 = tokens_at(row >= 2 ? row - 2 : SIZE_MAX);
     const std::uint8_t* up = tokens_at(row >= 1 ? row - 1 : SIZE_MAX);
     const std::uint8_t* cur = tokens_at(row);
+    std::uint64_t* hc = h.data() + (row / segment_rows) % channels * kLeftClasses * kTableSize;
     for (std::size_t x = 0; x < width; ++x) {
       std::uint32_t a = 2u * up[x] + up2[x];
       if (x > 0) a += 2u * cur[x - 1] + up[x - 1];
       if (x > 1) a += cur[x - 2];
       if (x + 1 < width) a += up[x + 1];
       const std::uint32_t left = x > 0 ? left_class(cur[x - 1]) : 0;
-      ++h[(left * kMaxContexts + classes[a]) * kMaxTokens + cur[x]];
+      ++hc[(left * kMaxContexts + classes[a]) * kMaxTokens + cur[x]];
     }
   }
   return context_entropy_bits(h, token_bits);

@@ -48,7 +48,8 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
 // the rows (a quarter of a short stream's, all of a very short one's). For comparing rank orders:
 // the bits of the rows it counts, not the stream's size.
 double estimate_striped_bits(std::span<const std::uint32_t> values, std::size_t row_width, std::uint32_t alphabet_size,
-                             std::span<const std::uint32_t> rank_of = {});
+                             std::span<const std::uint32_t> rank_of = {}, std::size_t segment_rows = 0,
+                             std::size_t segment_period = 1);
 
 // The side class of each pixel of a forecast plane (rows of `width`): the bit width of its central
 // gradient |f(x+1) - f(x-1)| + |f(y+1) - f(y-1)| (edges repeated) over 2^(bits - 8) (bits: of

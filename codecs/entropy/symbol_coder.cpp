@@ -232,8 +232,10 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
   // ranks only approximate. zstd and LZMA are given the frequency ranks whatever this says.
   const KeepSymbols keep = [&](std::span<const std::uint32_t> symbols, std::span<const std::uint32_t> symbol_to_rank) {
     const auto alphabet = static_cast<std::uint32_t>(symbol_to_rank.size());  // the largest symbol + 1
-    return options.allow_rans && options.allow_kept_symbols && rows &&
-           estimate_striped_bits(symbols, row_width, alphabet) < estimate_striped_bits(symbols, row_width, alphabet, symbol_to_rank);
+    const auto bits = [&](std::span<const std::uint32_t> rank_of) {
+      return estimate_striped_bits(symbols, row_width, alphabet, rank_of, options.segment_rows, options.segment_period);
+    };
+    return options.allow_rans && options.allow_kept_symbols && rows && bits({}) < bits(symbol_to_rank);
   };
   const RankRemap remap = rank_remap(std::move(symbol_buffer), keep);
   std::vector<std::uint8_t> header;  // for zstd and LZMA (and every coder where the symbols were not kept)
