@@ -45,18 +45,18 @@ TEST_CASE("rank remap keeps the symbols where its caller says, and only a dense 
   };
   const RankRemap kept = rank_remap(SymbolBuffer(symbols.begin(), symbols.end()), keep);
   REQUIRE(asked == 1);
-  REQUIRE(kept.kept);
+  REQUIRE(kept.kept());
   REQUIRE(std::ranges::equal(kept.ranks, symbols));
   REQUIRE(kept.rank_to_symbol == std::vector<std::uint32_t>{7, 3, 9, 0, 1, 2});
   for (std::uint32_t r = 0; r < kept.rank_to_symbol.size(); ++r) REQUIRE(kept.symbol_to_rank[kept.rank_to_symbol[r]] == r);
   // Declined: the frequency ranks, as without a caller.
   const RankRemap declined = rank_remap(SymbolBuffer(symbols.begin(), symbols.end()), [](auto, auto) { return false; });
-  REQUIRE_FALSE(declined.kept);
+  REQUIRE_FALSE(declined.kept());
   REQUIRE(std::ranges::equal(declined.ranks, rank_remap(symbols).ranks));
   // A largest symbol at or past the count (its table would list more values than symbols): not asked.
   const std::vector<std::uint32_t> wide = {12, 0, 12, 3, 0, 12};
   asked = 0;
-  REQUIRE_FALSE(rank_remap(SymbolBuffer(wide.begin(), wide.end()), keep).kept);
+  REQUIRE_FALSE(rank_remap(SymbolBuffer(wide.begin(), wide.end()), keep).kept());
   REQUIRE(asked == 0);
 }
 

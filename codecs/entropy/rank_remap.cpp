@@ -136,7 +136,6 @@ RankRemap rank_remap(SymbolBuffer symbols, const KeepSymbols& keep) {
     for (std::uint32_t r = 0; r < result.rank_to_symbol.size(); ++r) histogram[result.rank_to_symbol[r]] = r;
     if (keep && result.rank_to_symbol.size() >= 2 && max_symbol < kKeepLimit &&
         max_symbol < values.size() && keep(values, histogram)) {
-      result.kept = true;
       result.symbol_to_rank = std::move(histogram);
       return result;
     }

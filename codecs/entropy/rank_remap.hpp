@@ -18,12 +18,12 @@ using SymbolBuffer = std::vector<std::uint32_t, BufferAllocator<std::uint32_t>>;
 // frequent; ties go to the smaller symbol so the mapping is deterministic). Entropy coders then see
 // small numbers for likely symbols whatever the symbols' own values are.
 struct RankRemap {
-  SymbolBuffer ranks;                         // one per input symbol (with `kept`, the symbol itself)
+  SymbolBuffer ranks;                         // one per input symbol (kept(): the symbol itself)
   std::vector<std::uint32_t> rank_to_symbol;  // distinct symbols, most frequent first
-  // `kept`: the caller's choice kept the symbols as they are (their ranks are not applied), and
-  // symbol_to_rank[s] is each present symbol's rank by frequency (others' entries are meaningless).
-  bool kept = false;
+  // Where the caller's choice kept the symbols as they are (their ranks not applied): each
+  // present symbol's rank by frequency, symbol_to_rank[s] (others' entries are meaningless).
   std::vector<std::uint32_t> symbol_to_rank;
+  bool kept() const { return !symbol_to_rank.empty(); }
 };
 
 // Asked, where the symbols are a dense alphabet (their largest below 2^20 and below their count)

@@ -29,6 +29,7 @@
 #include "codecs/entropy/rank_remap.hpp"
 #include "codecs/entropy/row_sample.hpp"
 #include "codecs/entropy/rans_model.hpp"
+#include "codecs/transform/plane_transform.hpp"  // unzigzag
 #include "codecs/transform/wavefront_avx2.hpp"
 
 // Layout of an encode_striped_rans output:
@@ -322,7 +323,7 @@ void decode_row_portable(const Tables& t, const std::uint16_t* above, std::uint1
       tk[l] = static_cast<std::uint16_t>(token);
       const std::uint32_t v = t.base[token] + read_extra(s, l, t.extra_bits[token]);
       s.over |= static_cast<std::uint32_t>(v > max_rank);
-      val[l] = symbols != nullptr ? symbols[std::min(v, max_rank)] : unzig ? (v >> 1) ^ (0u - (v & 1)) : v;
+      val[l] = symbols != nullptr ? symbols[std::min(v, max_rank)] : unzig ? std::uint32_t(unzigzag(v)) : v;
     }
   }
 }
@@ -803,6 +804,18 @@ std::vector<std::uint8_t> split_sets(const SegmentCounts& counts, std::vector<st
 
 namespace {
 
+// A symbol's activity from the tokens of its row `t`, of the row above (`up`) and of the one above
+// that (`up2`), nullptr where there is none (zeros), at column x of a row of w: 2 left + 2 up +
+// up-left + up-right, and with `wide` (the eight-neighbour shape) the token two to the left and the
+// one two rows up. The decoder's sums, term for term.
+std::uint32_t neighbour_activity(const std::uint8_t* t, const std::uint8_t* up, const std::uint8_t* up2, std::size_t x,
+                                 std::size_t w, bool wide) {
+  std::uint32_t a = x > 0 ? 2u * t[x - 1] : 0u;
+  if (up != nullptr) a += 2u * up[x] + (x > 0 ? up[x - 1] : 0u) + (x + 1 < w ? up[x + 1] : 0u);
+  if (wide) a += (x > 1 ? t[x - 2] : 0u) + (up2 != nullptr ? up2[x] : 0u);
+  return a;
+}
+
 // The tokens' order-0 entropy in each context of `counts` ([context][token], any number of
 // contexts), plus their extra bits (`token_bits`): the encoder's estimates.
 double context_entropy_bits(std::span<const std::uint64_t> counts, const std::array<std::uint8_t, kMaxTokens>& token_bits) {
@@ -831,7 +844,7 @@ double estimate_striped_bits(std::span<const std::uint32_t> values, std::size_t 
   std::array<std::uint8_t, kMaxTokens> token_bits{};
   std::array<std::uint32_t, kMaxTokens> token_base{};
   for (std::uint32_t k = 0; k < kMaxTokens; ++k) scheme.describe(k, token_base[k], token_bits[k]);
-  // Each value's token, then rows two up, one up and the row itself as tokens (zeros above the
+  // Each value's token, then rows two up, one up and the row itself as tokens (none above the
   // first row).
   std::vector<std::uint8_t> token(alphabet_size);
   for (std::uint32_t v = 0; v < alphabet_size; ++v)
@@ -839,9 +852,8 @@ double estimate_striped_bits(std::span<const std::uint32_t> values, std::size_t 
   // Three rows of tokens, each computed once while consecutive rows are counted.
   std::vector<std::uint8_t> t(3 * width);
   std::array<std::size_t, 3> held{SIZE_MAX, SIZE_MAX, SIZE_MAX};  // the row each third of `t` holds
-  const std::vector<std::uint8_t> zeros(width, 0);
   auto tokens_at = [&](std::size_t row) -> const std::uint8_t* {
-    if (row == SIZE_MAX) return zeros.data();
+    if (row == SIZE_MAX) return nullptr;
     std::uint8_t* out = t.data() + (row % 3) * width;
     if (held[row % 3] != row) {
       const std::uint32_t* v = values.data() + row * width;
@@ -863,12 +875,8 @@ double estimate_striped_bits(std::span<const std::uint32_t> values, std::size_t 
     const std::uint8_t* cur = tokens_at(row);
     std::uint64_t* hc = h.data() + (row / segment_rows) % channels * kLeftClasses * kTableSize;
     for (std::size_t x = 0; x < width; ++x) {
-      std::uint32_t a = 2u * up[x] + up2[x];
-      if (x > 0) a += 2u * cur[x - 1] + up[x - 1];
-      if (x > 1) a += cur[x - 2];
-      if (x + 1 < width) a += up[x + 1];
       const std::uint32_t left = x > 0 ? left_class(cur[x - 1]) : 0;
-      ++hc[(left * kMaxContexts + classes[a]) * kMaxTokens + cur[x]];
+      ++hc[(left * kMaxContexts + classes[neighbour_activity(cur, up, up2, x, width, true)]) * kMaxTokens + cur[x]];
     }
   }
   return context_entropy_bits(h, token_bits);
@@ -901,9 +909,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   // The decoder's sums, term for term.
   auto class_at = [&](const std::uint8_t* t, const std::uint8_t* up, const std::uint8_t* up2, const std::uint8_t* sd,
                       std::size_t x, std::size_t w) {
-    std::uint32_t a = x > 0 ? 2u * t[x - 1] : 0u;
-    if (up != nullptr) a += 2u * up[x] + (x > 0 ? up[x - 1] : 0u) + (x + 1 < w ? up[x + 1] : 0u);
-    if (wide) a += (x > 1 ? t[x - 2] : 0u) + (up2 != nullptr ? up2[x] : 0u);
+    std::uint32_t a = neighbour_activity(t, up, up2, x, w, wide);
     if (sd != nullptr) a += terms[sd[x] & 15];
     return classes[a];
   };
@@ -1588,10 +1594,8 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
   std::uint32_t r = 0;
   if (std::all_of(st.symbols.begin(), st.symbols.end(), [&r](std::uint32_t v) { return v == r++; })) {
     st.symbols.clear();
-  } else if (r = 0; std::all_of(st.symbols.begin(), st.symbols.end(), [&r](std::uint32_t v) {
-               const std::uint32_t u = r++;
-               return v == ((u >> 1) ^ (0u - (u & 1)));
-             })) {
+  } else if (r = 0; std::all_of(st.symbols.begin(), st.symbols.end(),
+                                [&r](std::uint32_t v) { return v == std::uint32_t(unzigzag(r++)); })) {
     st.symbols.clear();
     st.unzig = true;
   }

@@ -98,34 +98,23 @@ using ZstdInput = std::vector<std::uint8_t, BufferAllocator<std::uint8_t>>;
 // The zstd and LZMA coders' bytes of the ranks, or with `rank_of` (kept symbols) of
 // rank_of[symbol] for each symbol.
 ZstdInput zstd_input(std::span<const std::uint32_t> ranks, std::span<const std::uint32_t> rank_of = {}) {
-  if (!rank_of.empty()) {
-    std::size_t size = 0;
-    for (const std::uint32_t s : ranks) size += rank_of[s] < kEscape ? 1 : 1 + varint_size(rank_of[s] - kEscape);
-    ZstdInput bytes(size);
-    std::uint8_t* out = bytes.data();
-    for (const std::uint32_t s : ranks) {
-      const std::uint32_t r = rank_of[s];
-      if (r < kEscape) {
-        *out++ = static_cast<std::uint8_t>(r);
-      } else {
-        *out++ = static_cast<std::uint8_t>(kEscape);
-        out = write_varint(r - kEscape, out);
-      }
-    }
-    return bytes;
-  }
   // One byte a rank (most streams have no escape), from the first escape on each escape's varint
   // too, into a buffer of the size counted first: growing it had copied a GOP's bytes again
   // (lossless camera streams have a few escapes), and zeroing it had touched them once more.
-  ZstdInput bytes(ranks.size());
-  std::size_t i = narrow_below_escape(ranks.data(), ranks.size(), bytes.data());
-  if (i == ranks.size()) return bytes;
+  const auto rank = [&](std::size_t i) { return rank_of.empty() ? ranks[i] : rank_of[ranks[i]]; };
+  ZstdInput bytes;
+  std::size_t i = 0;
+  if (rank_of.empty()) {
+    bytes.resize(ranks.size());
+    i = narrow_below_escape(ranks.data(), ranks.size(), bytes.data());
+    if (i == ranks.size()) return bytes;
+  }
   std::size_t size = i;
-  for (std::size_t j = i; j < ranks.size(); ++j) size += ranks[j] < kEscape ? 1 : 1 + varint_size(ranks[j] - kEscape);
+  for (std::size_t j = i; j < ranks.size(); ++j) size += rank(j) < kEscape ? 1 : 1 + varint_size(rank(j) - kEscape);
   bytes.resize(size);
   std::uint8_t* out = bytes.data() + i;
   for (; i < ranks.size(); ++i) {
-    const std::uint32_t r = ranks[i];
+    const std::uint32_t r = rank(i);
     if (r < kEscape) {
       *out++ = static_cast<std::uint8_t>(r);
     } else {
@@ -246,7 +235,7 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
   // largest, in order (the decoder computes that map: StripedRansDecoder).
   std::size_t alphabet = remap.rank_to_symbol.size();
   std::vector<std::uint8_t> kept_header;
-  if (remap.kept) {
+  if (remap.kept()) {
     alphabet = remap.symbol_to_rank.size();
     std::vector<std::uint32_t> identity(alphabet);
     std::iota(identity.begin(), identity.end(), 0u);
@@ -254,11 +243,11 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
     append_varint(count, kept_header);
     append_rank_table(identity, kept_header);
   }
-  const std::vector<std::uint8_t>& rans_header = remap.kept ? kept_header : header;
+  const std::vector<std::uint8_t>& rans_header = remap.kept() ? kept_header : header;
 
   SymbolCoderStats local;
   local.distinct_symbols = remap.rank_to_symbol.size();
-  local.symbols_kept = remap.kept;
+  local.symbols_kept = remap.kept();
   std::vector<std::uint8_t> out;
   if (remap.rank_to_symbol.size() < 2) {
     out = std::move(header);
@@ -276,7 +265,7 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
     // probe and the gate look back as far as the chosen level does (a cup trial window whose second
     // frame repeats the first, 900 KB back: level 1 1.45x the rANS stream in its own window, 0.84x
     // in level 9's; level 9 0.78x, level 19 0.66x).
-    const ZstdInput zstd_bytes = zstd_input(remap.ranks, remap.kept ? std::span<const std::uint32_t>(remap.symbol_to_rank)
+    const ZstdInput zstd_bytes = zstd_input(remap.ranks, remap.kept() ? std::span<const std::uint32_t>(remap.symbol_to_rank)
                                                                      : std::span<const std::uint32_t>());
     std::vector<std::uint8_t> zstd_payload;
     bool probe_lost = false;  // the probe is larger than the rANS stream
@@ -380,7 +369,7 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
     }
     // The ranks' table of the winner: the rANS coders' (kept symbols: in order), else by frequency.
     const bool ranked = payload == &zstd_payload || payload == &lzma_payload;
-    out = ranked || !remap.kept ? std::move(header) : std::move(kept_header);
+    out = ranked || !remap.kept() ? std::move(header) : std::move(kept_header);
     out[0] = static_cast<std::uint8_t>(local.chosen);
     out.insert(out.end(), payload->begin(), payload->end());
   }

@@ -43,7 +43,7 @@ struct SymbolCoderOptions {
   bool allow_rans = true;      // try the static context rANS coder too (decodes several times faster)
   bool allow_lzma = false;     // try LZMA2 too (smaller than zstd on sparse and repetitive data, slower to decode)
   // The rANS coders may take the symbols as their own ranks where the striped coder's estimate says
-  // they cost less so than frequency ranks (rank_remap's `kept`; docs/defaults.md).
+  // they cost less so than frequency ranks (rank_remap's `kept()`; docs/defaults.md).
   bool allow_kept_symbols = true;
   // Rows per segment for the striped rANS coder (a plane, so that a SymbolReader delivers plane by
   // plane); 0: the whole stream is one segment.
@@ -65,7 +65,7 @@ struct SymbolCoderStats {
   std::size_t rans_bytes = 0;      // whole output size the rANS path gave (0 if not tried)
   std::size_t lzma_bytes = 0;      // whole output size the LZMA path gave (0 if not tried)
   std::size_t distinct_symbols = 0;
-  bool symbols_kept = false;       // the rANS coders took the symbols as their own ranks (rank_remap's `kept`)
+  bool symbols_kept = false;       // the rANS coders took the symbols as their own ranks (rank_remap's `kept()`)
   bool zstd_probed_only = false;   // zstd_bytes is the probe's: the chosen level could not have won
   bool zstd_given_up = false;      // zstd at the chosen level passed the rANS stream (times the margin) and was dropped
   bool zstd_gated = false;         // ... or, before it ran, the cheaper gate level did (zstd_given_up is set too)
