@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -52,8 +53,10 @@ using codecs::PlaneTransform;
 // symbols in the polyphase layout (kPolyphaseFlag), written only by chunks that have such planes; 14:
 // the smooth modes: planes in the gradient or interpolation transform (PlaneTransform::Gradient,
 // Interpolation) and interpolated planes (kInterpolatedPlane), the same; 15: bounded interpolated
-// planes quantized in closed loop (kClosedInterpolationVersion), the same.
-constexpr std::uint8_t kChunkVersion = 15;
+// planes quantized in closed loop (kClosedInterpolationVersion), the same; 16: more than two
+// references for a sequential GOP's bi-predicted frames (kMoreReferencesVersion), counted in the
+// flags symbol, which older readers refuse as bad motion flags.
+constexpr std::uint8_t kChunkVersion = 16;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
@@ -88,6 +91,8 @@ constexpr std::uint8_t kPolyphaseFlag = 0x80;
 constexpr std::uint8_t kPolyphaseVersion = 13;
 constexpr std::uint8_t kSmoothVersion = 14;
 constexpr std::uint8_t kClosedInterpolationVersion = 15;
+// More than two references for a sequential GOP's bi-predicted frames (kMoreReferencesShift, below).
+constexpr std::uint8_t kMoreReferencesVersion = 16;
 // The layout is taken where the contexts' estimate of it is below this times the raster order's.
 // The estimate reads a quarter of the rows: where the layout changes nothing it still differs by
 // a few percent from one to the other (ViSP's mbt/cube, a gray camera, its key frames: 0.97-1.00,
@@ -150,6 +155,7 @@ struct GopSymbols {
   std::vector<std::uint16_t> literals;
   std::vector<std::uint32_t> block_maps;  // forecast source per block, planes with kBlockMapFlag
   std::vector<std::uint32_t> motion;      // motion fields of the planes with kMotionFlag, in plane order
+  bool more_references = false;           // encoding: a frame's flags count more references (version 16)
   std::uint8_t version = kChunkVersion;   // decoding: the chunk's version
 };
 
@@ -308,7 +314,7 @@ using ChunkRival = std::function<std::size_t()>;
 std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, const CodingSettings& settings,
                                     std::uint8_t choice, ChunkStats& stats, const ChunkRival& rival = {}) {
   ByteWriter out;
-  // The version a reader needs: 15 only where a bounded plane is interpolated (modes 6 and 7), 14 where a plane
+  // The version a reader needs: 16 only where a frame averages more than two references, 15 where a bounded plane is interpolated (modes 6 and 7), 14 where a plane
   // takes a smooth mode, 13 where one takes the polyphase layout, so that chunks without them stay
   // readable by older readers.
   const auto any_plane = [&](auto&& has) {
@@ -321,7 +327,11 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
     return (base == kInterpolatedPlane && p.tolerance > 0) || base == kInterpolatedResidual;
   });
   const bool polyphase = any_plane([](const PlaneRecord& p) { return (p.mode & kPolyphaseFlag) != 0; });
-  out.u8(closed ? kClosedInterpolationVersion : smooth ? kSmoothVersion : polyphase ? kPolyphaseVersion : kPolyphaseVersion - 1);
+  out.u8(g.more_references ? kMoreReferencesVersion
+         : closed          ? kClosedInterpolationVersion
+         : smooth          ? kSmoothVersion
+         : polyphase       ? kPolyphaseVersion
+                           : kPolyphaseVersion - 1);
   out.u8(std::uint8_t(settings.quantizer));
   out.u8(choice);
   out.varint(g.planes.size());
@@ -446,6 +456,36 @@ void average(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b,
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::uint16_t((std::uint32_t(a[i]) + b[i] + 1) >> 1);
 }
 
+// The mean of N planes, rounded half up: (sum + N / 2) / N, integers (the same bytes everywhere).
+// N a constant, so that the division vectorizes; `out` is none of the planes.
+template <std::size_t N>
+void mean_of(const std::array<const std::uint16_t*, N>& planes, std::span<std::uint16_t> out) {
+  std::uint16_t* const o = out.data();
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::uint32_t sum = N / 2;
+    for (std::size_t k = 0; k < N; ++k) sum += planes[k][i];
+    o[i] = std::uint16_t(sum / N);
+  }
+}
+
+// The forecast of a sequential GOP's frame from more than two references (kMoreReferencesVersion),
+// one plane: `near` (frame t - 1 displaced by the frame's field), `far` (t - 2 displaced by its
+// second field) and `planes[k]`, frame t - 3 - k displaced by `fields[k]` (into `scratch`, a plane
+// each), their mean (mean_of) into `out`, which is none of them.
+void mean_of_references(std::span<const std::uint16_t> near, std::span<const std::uint16_t> far,
+                        std::span<const codecs::MotionField> fields, std::span<const std::span<const std::uint16_t>> planes,
+                        std::uint32_t max_value, std::span<std::uint16_t> scratch, std::span<std::uint16_t> out) {
+  const std::size_t size = out.size();
+  for (std::size_t k = 0; k < fields.size(); ++k) codecs::compensate(fields[k], planes[k], scratch.subspan(k * size, size), max_value);
+  if (fields.size() == 1) {
+    mean_of<3>({near.data(), far.data(), scratch.data()}, out);
+  } else if (fields.size() == 2) {
+    mean_of<4>({near.data(), far.data(), scratch.data(), scratch.data() + size}, out);
+  } else {
+    throw std::logic_error("mean_of_references: one or two more references");
+  }
+}
+
 // reference[t] of a sequential GOP of n frames: frame t - 1 (the key frame has none).
 std::vector<std::size_t> sequential_references(std::size_t n) {
   std::vector<std::size_t> out(n, kNoFrame);
@@ -474,6 +514,22 @@ constexpr std::uint8_t kTwoReferenceVersion = 10;
 constexpr std::uint8_t kMotionFlagsVersion = 12;
 constexpr std::uint32_t kBiPrediction = 1, kSmoothedForecast = 2, kWeaklySmoothed = 4;
 std::size_t second_reference(std::size_t t) { return t >= 2 ? t - 2 : kNoFrame; }
+// From chunk version 16 a sequential GOP's bi-predicted frame t may average more references: the
+// flags symbol's bits from kMoreReferencesShift up count those past the second (at most
+// kMaxMoreReferences: frames t - 3 and t - 4; mean_of_references). The references' noise and
+// quantization errors are independent, and their mean has less of both (docs/defaults.md, "More
+// references").
+constexpr std::uint32_t kMoreReferencesShift = 3, kMaxMoreReferences = 2;
+// The fields of frames t - 3 - k: the second field (towards t - 2) followed through the fields frames
+// t - 2, t - 3 were coded with (`own[u]`: frame u's field towards u - 1, zeros where its channel 0
+// took no motion): motion both sides have, no vectors coded (codecs::chain_field).
+std::vector<codecs::MotionField> more_reference_fields(const codecs::MotionField& second, std::span<const codecs::MotionField> own,
+                                                       std::size_t t, std::uint32_t count) {
+  std::vector<codecs::MotionField> out;
+  out.reserve(count);
+  for (std::uint32_t k = 0; k < count; ++k) out.push_back(codecs::chain_field(k == 0 ? second : out.back(), own[t - 2 - k]));
+  return out;
+}
 
 // A frame of a bidirectional GOP in coding order, forecast from the reconstructions of frames lo
 // and hi on either side (hi == lo: from lo alone).
@@ -589,6 +645,13 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   // be used towards both (a second field of its own towards t - 2), and the two forecasts averaged.
   std::vector<std::uint16_t> bi_compensated(settings.coded_motion ? shape.size() : 0);
   std::vector<std::uint16_t> spatial_compensated(settings.coded_motion ? shape.size() : 0);
+  // More references (sequential GOPs in bounded modes): [g][t], the field frame t's channel 0 was
+  // coded with (zeros without motion), and scratch: frame t - 2's displaced plane, and a plane for
+  // each further reference (mean_of_references).
+  const bool more_references = settings.coded_motion && settings.second_reference && settings.more_references &&
+                               !predictor.bidirectional() && settings.bound.mode != codecs::BoundMode::Lossless;
+  std::vector<std::vector<codecs::MotionField>> own_fields(gops.size());
+  std::vector<std::uint16_t> more_far(settings.coded_motion ? plane_size : 0), more_scratch(kMaxMoreReferences * more_far.size());
   std::vector<std::uint8_t> spatial_used(gops.size(), 0);  // [g]: a frame took spatial blocks
   // [g]: the frame estimates' saving by spatial blocks, and the estimates of the frames that searched motion.
   std::vector<std::uint64_t> spatial_saving(gops.size(), 0), motion_estimate(gops.size(), 0);
@@ -964,8 +1027,21 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       const std::uint16_t* f = c == 0 ? forecast0.data() : frame_forecast + c * plane_size;  // channel 0's may be mapped
       for (std::size_t i = 0; i < plane_size; ++i) forecast_sad += std::uint64_t(std::abs(int(plane[i]) - int(f[i])));
     }
-    if (found.sad >= forecast_sad - forecast_sad / 64) return false;  // not worth estimating
-    codecs::MotionField field = hint;  // the hint stays the searched vectors: the next frame's candidates
+    // A sequential GOP's second reference is searched in bounded modes only, where the mean of two
+    // references averages their quantization error (abs 2: mire2 7.3%, colour vtest 6.3% smaller;
+    // pwrel 0.05: mire2 6.8%); lossless it paid 0.7% on mire2 and nothing on vtest, for 13-50% more
+    // encoding time (docs/defaults.md, "A second reference"). Elsewhere its flag says unused.
+    const std::size_t far = far_reference[g][t];
+    const bool sequential = !predictor.bidirectional();
+    const bool bounded = uniform ? tolerance0 > 0 : settings.bound.mode != codecs::BoundMode::Lossless;
+    const bool second = sequential && settings.second_reference && bounded;
+    // A frame whose search finds nothing better than its forecast is left as it is, but where a
+    // second reference may average it (a static scene's noise and quantization error): its field
+    // is then zeros, and the mean of references weighed as for any field.
+    const bool quiet = found.sad >= forecast_sad - forecast_sad / 64;
+    if (quiet && (interval || !second || far == kNoFrame)) return false;  // not worth estimating
+    // The hint stays the searched vectors: the next frame's candidates.
+    codecs::MotionField field = quiet ? codecs::MotionField(shape.width, shape.height) : hint;
     compensate_all(field, compensated);
     codecs::append_motion_symbols(field, motion_symbols);
     if (interval) {
@@ -998,14 +1074,6 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     const std::uint64_t without = frame_cost([&](std::uint32_t k) {
       return k == 0 ? forecast0 : std::span<const std::uint16_t>(frame_forecast + k * plane_size, plane_size);
     });
-    // A sequential GOP's second reference is searched in bounded modes only, where the mean of two
-    // references averages their quantization error (abs 2: mire2 7.3%, colour vtest 6.3% smaller;
-    // pwrel 0.05: mire2 6.8%); lossless it paid 0.7% on mire2 and nothing on vtest, for 13-50% more
-    // encoding time (docs/defaults.md, "A second reference"). Elsewhere its flag says unused.
-    const std::size_t far = far_reference[g][t];
-    const bool sequential = !predictor.bidirectional();
-    const bool bounded = uniform ? tolerance0 > 0 : settings.bound.mode != codecs::BoundMode::Lossless;
-    const bool second = sequential && settings.second_reference && bounded;
     std::uint32_t flags = 0;  // the frame's flags symbol (kBiPrediction, kSmoothedForecast, kWeaklySmoothed)
     if (far != kNoFrame && (!sequential || second)) {
       // Bi-prediction: the field towards the far side too, and the mean of both displaced frames
@@ -1057,11 +1125,38 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
         }
       }
       const std::uint64_t far_vectors = far_symbols.empty() ? 0 : vector_cost_of(far_symbols);
+      // More references (kMoreReferencesVersion): frames t - 3, then t - 4, in the mean too, each
+      // displaced by the second field scaled to its distance, while the frame's estimate falls.
+      std::uint32_t more = 0;
+      if (more_references) {
+        const std::span<const std::uint16_t> near_frame(compensated);
+        for (std::uint32_t n = 1; n <= kMaxMoreReferences && t >= 2 + n; ++n) {
+          const std::vector<codecs::MotionField> fields = more_reference_fields(towards_far, own_fields[g], t, n);
+          for (std::uint32_t k = 0; k < shape.channels; ++k) {
+            const auto out = std::span<std::uint16_t>(spatial_compensated).subspan(k * plane_size, plane_size);
+            const auto near = near_frame.subspan(k * plane_size, plane_size);
+            if (keeps_forecast(k)) {
+              std::copy(near.begin(), near.end(), out.begin());
+              continue;
+            }
+            std::vector<std::span<const std::uint16_t>> planes;
+            for (std::uint32_t e = 0; e < n; ++e)
+              planes.emplace_back(encoded[g].reconstruction[t - 3 - e].data() + k * plane_size, plane_size);
+            codecs::compensate(towards_far, std::span<const std::uint16_t>(far_frame + k * plane_size, plane_size), more_far,
+                               shape.max_value);
+            mean_of_references(near, more_far, fields, planes, shape.max_value, more_scratch, out);
+          }
+          const std::uint64_t cost = vector_cost + far_vectors + cost_with(spatial_compensated);
+          if (cost >= bi) break;
+          bi = cost, more = n;
+          bi_compensated.swap(spatial_compensated);
+        }
+      }
       if (bi < with) {
         compensated.swap(bi_compensated), with = bi;
         vector_cost += far_vectors;
         motion_symbols.insert(motion_symbols.end(), far_symbols.begin(), far_symbols.end());
-        flags |= kBiPrediction;
+        flags |= kBiPrediction | more << kMoreReferencesShift;
       }
     }
     // The forecast smoothed (smooth_forecast) where the frame's estimate says so, in bounded modes:
@@ -1158,7 +1253,14 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     const auto keep_forecast = [&](PlaneRecord& r) {
       if (motion) {
         r.mode |= kMotionFlag;
-        if (c == 0) s.motion.insert(s.motion.end(), motion_symbols.begin(), motion_symbols.end());
+        if (c == 0) {
+          s.motion.insert(s.motion.end(), motion_symbols.begin(), motion_symbols.end());
+          if (motion_symbols.front() >> kMoreReferencesShift) s.more_references = true;  // the flags symbol
+          if (more_references) {  // the frame's field as the decoder reads it, after the flags
+            std::size_t pos = 1;
+            own_fields[g][t] = codecs::read_motion_symbols(motion_symbols, pos, shape.width, shape.height, true);
+          }
+        }
       }
       if (mapped) {
         r.mode |= kBlockMapFlag;
@@ -1280,6 +1382,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     for (const auto& f : frames)
       if (f.size() != shape.size()) throw std::invalid_argument("frame size differs from the GOP's shape");
     encoded[g].reconstruction = unwritten_frames(frames.size(), shape.size());  // every plane is coded below
+    if (more_references) own_fields[g].assign(frames.size(), codecs::MotionField(shape.width, shape.height));
     coded[g].planes.resize(frames.size());
     // At most a symbol a sample: grown by doubling, the vector was copied again and again (2% of
     // encoding colour vtest with --profile fast).
@@ -1415,12 +1518,13 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   // Frames only streamed (a colour transform's domain, turned back by decode_gops band by band; a
   // checksum): in a sequential GOP no frame reads one three back (the previous-frame forecast,
   // coded motion and forecast maps read t - 1, a second reference t - 2; a predictor keeps its own
-  // copies of what it observes), and in an intra-only one none reads another, so frame t is decoded
-  // into frame t - 3's (t - 1's) buffer, and a GOP's decoding touches 3 frames (1) of memory instead
-  // of all of them (colour vtest: 85 MB less for each 32-frame GOP, whose first-touch page faults
-  // were a third of a whole run's time; docs/performance.md, "verify checks GOPs in a few frames of
-  // memory").
-  const std::size_t recycle = wanted != Frames::Streamed || predictor.bidirectional() ? 0 : predictor.intra_only() ? 1 : 3;
+  // copies of what it observes), five back from chunk version 16 (more references, t - 3 and t - 4),
+  // and in an intra-only one none reads another, so frame t is decoded into frame t - 3's (t - 5's;
+  // t - 1's) buffer, and a GOP's decoding touches 3 frames (5; 1) of memory instead of all of them
+  // (colour vtest: 85 MB less for each 32-frame GOP, whose first-touch page faults were a third of a
+  // whole run's time; docs/performance.md, "verify checks GOPs in a few frames of memory"). Set
+  // once the chunks' versions are read.
+  std::size_t recycle = 0;
 
   for (std::size_t g = 0; g < chunks.size(); ++g) {
     ByteReader in(chunks[g], "chunk");
@@ -1533,11 +1637,20 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     frames[g].resize(count);  // each frame's buffer taken as its decoding starts (decode_plane)
   }
 
+  if (wanted == Frames::Streamed && !predictor.bidirectional()) {
+    const bool more = std::any_of(coded.begin(), coded.end(), [](const GopSymbols& s) { return s.version >= kMoreReferencesVersion; });
+    recycle = predictor.intra_only() ? 1 : more ? 3 + kMaxMoreReferences : 3;
+  }
   std::vector<std::size_t> map_pos(chunks.size(), 0), motion_pos(chunks.size(), 0);
   codecs::MotionField field;  // of the frame being decoded, when its channel 0 has motion
   codecs::MotionField towards_far;  // towards the far reference, when bi: the field scaled, or a second field
   std::vector<std::vector<std::size_t>> references(chunks.size()), far_references(chunks.size());  // as the encoder's
   bool bi = false;  // the frame's forecast is the mean of both references' (its field's and towards_far's)
+  std::uint32_t more = 0;  // ... and of `more` frames before them (mean_of_references), displaced by more_fields
+  std::vector<codecs::MotionField> more_fields;
+  // [g][t]: the field frame t's channel 0 was coded with (zeros without motion), from chunk version 16.
+  std::vector<std::vector<codecs::MotionField>> own_fields(chunks.size());
+  std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>> more_scratch, averaged;  // a plane each, and its forecast
   std::optional<codecs::Smoothing> smooth;  // ... then smoothed (codecs::smooth_forecast)
   // Written in full before they are read (compensate, build_forecast); from the buffer pool.
   std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>> far_forecast(plane_size);
@@ -1546,6 +1659,8 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     far_references[g].assign(frame_counts[g], kNoFrame);
     if (coded[g].version >= kTwoReferenceVersion)
       for (std::size_t t = 0; t < frame_counts[g]; ++t) far_references[g][t] = second_reference(t);
+    if (coded[g].version >= kMoreReferencesVersion)
+      own_fields[g].assign(frame_counts[g], codecs::MotionField(shape.width, shape.height));
   }
   // A forecast built here (per-block map, motion): for a plane reconstructed at once, one buffer
   // that stays in cache; for a plane that waits for the planes its frame's plan codes first, its own.
@@ -1594,12 +1709,17 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         // Channel 0 reads the frame's vectors; the other channels use them (validated above).
         const std::size_t far = far_references[g][t];
         if (c == 0) {
-          bi = false, smooth.reset();
+          bi = false, more = 0, smooth.reset();
           if (s.version >= kMotionFlagsVersion) {
             const std::uint32_t flags = motion_pos[g] < s.motion.size() ? s.motion[motion_pos[g]++] : UINT32_MAX;
-            if (flags > (kBiPrediction | kWeaklySmoothed) || (flags & kSmoothedForecast && flags & kWeaklySmoothed))
+            const std::uint32_t own = flags & ((1u << kMoreReferencesShift) - 1);
+            more = flags >> kMoreReferencesShift;
+            if (own > (kBiPrediction | kWeaklySmoothed) || (own & kSmoothedForecast && own & kWeaklySmoothed))
               throw codecs::CodecError("bad motion flags");
             bi = (flags & kBiPrediction) != 0;
+            if (more > 0 && (s.version < kMoreReferencesVersion || more > kMaxMoreReferences || !bi ||
+                             predictor.bidirectional() || t < 2 + more))
+              throw codecs::CodecError("bad motion flags");
             if (flags & kSmoothedForecast) smooth = codecs::Smoothing::strong;
             if (flags & kWeaklySmoothed) smooth = codecs::Smoothing::weak;
             if (bi && far == kNoFrame) throw codecs::CodecError("bi-prediction without a second reference");
@@ -1608,10 +1728,12 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
             bi = s.motion[motion_pos[g]++] == 1;
           }
           field = codecs::read_motion_symbols(s.motion, motion_pos[g], shape.width, shape.height, s.version >= 7);
+          if (!own_fields[g].empty()) own_fields[g][t] = field;
           if (bi) {
             towards_far = predictor.bidirectional()
                               ? far_field(field, t, references[g][t], far)
                               : codecs::read_motion_symbols(s.motion, motion_pos[g], shape.width, shape.height, true);
+            more_fields = more_reference_fields(towards_far, own_fields[g], t, more);
           }
         }
         codecs::compensate(field, reference, *blended, shape.max_value);
@@ -1619,7 +1741,18 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
           codecs::compensate(towards_far,
                              std::span<const std::uint16_t>(frames[g][far].data() + c * plane_size, plane_size), far_forecast,
                              shape.max_value);
-          average(*blended, far_forecast, *blended);
+          if (more == 0) {
+            average(*blended, far_forecast, *blended);
+          } else {
+            std::array<std::span<const std::uint16_t>, kMaxMoreReferences> planes;
+            for (std::uint32_t e = 0; e < more; ++e)
+              planes[e] = std::span<const std::uint16_t>(frames[g][t - 3 - e].data() + c * plane_size, plane_size);
+            more_scratch.resize(kMaxMoreReferences * plane_size);
+            averaged.resize(plane_size);
+            mean_of_references(*blended, far_forecast, more_fields, std::span(planes).first(more), shape.max_value, more_scratch,
+                               averaged);
+            blended->swap(averaged);
+          }
         }
         if (smooth) {
           smoothed.resize(plane_size);

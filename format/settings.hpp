@@ -36,6 +36,9 @@ struct CodingSettings {
   // references (frames t - 1 and t - 2), each with a searched field, where that pays (chunk
   // version 10, compressor/gop_codec.cpp).
   bool second_reference = true;
+  // Encoder only, with second_reference: such a frame may average frames t - 3 and t - 4 too, each
+  // displaced by the second field scaled to its distance, where that pays (chunk version 16).
+  bool more_references = true;
   // Encoder only: each symbol's side class, the detail of its plane's forecast there
   // (codecs::side_classes), offered to the striped rANS coder's contexts, which takes it where its
   // estimate saves 1% (chunk version 11, codecs/entropy/striped_rans.hpp).

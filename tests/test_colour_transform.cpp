@@ -163,7 +163,8 @@ TEST_CASE("bounded colour GOPs take a colour transform where it codes smaller: e
   // with Y's error, clamped. Subtract green (transform 3): the chroma within a share of the bound
   // (1 up to abs 7, a quarter of it from abs 8), G within the rest, B and R within their sum. Either
   // codes the chroma for less than the channel plans' three planes of quantization noise; at larger
-  // bounds the trial may keep the RGB planes.
+  // bounds the trial may keep the RGB planes (from abs 3, where the mean of four references, chunk
+  // version 16, averages the still scene's noise in every RGB plane: 12,595 bytes as they are).
   const auto predictor = make_classical_predictor("auto");
   struct Case {
     FrameShape shape;
@@ -171,7 +172,7 @@ TEST_CASE("bounded colour GOPs take a colour transform where it codes smaller: e
     std::uint8_t transform;  // the trial's choice (0: any)
   };
   for (const Case& c : {Case{{96, 160, 3, 255}, 2, kRctBoundedTransform}, Case{{96, 64, 3, 255}, 2, kGreenSplitTransform},
-                        Case{{96, 64, 3, 255}, 3, kGreenSplitTransform}, Case{{96, 64, 3, 255}, 4, 0},
+                        Case{{96, 64, 3, 255}, 3, 0}, Case{{96, 64, 3, 255}, 4, 0},
                         Case{{96, 64, 3, 255}, 12, 0}}) {
     INFO("height " << c.shape.height << ", abs " << c.bound);
     const GopFrames frames = film_frames(c.shape, 8, Chroma::still_half);

@@ -1424,6 +1424,24 @@ MotionField scale_field(const MotionField& field, int num, int den) {
   return out;
 }
 
+MotionField chain_field(const MotionField& field, const MotionField& next) {
+  if (next.width != field.width || next.height != field.height) throw CodecError("motion fields of different sizes chained");
+  MotionField out = field;
+  const std::int64_t nx = field.units_x(), ny = field.units_y(), unit = 4 * std::int64_t(kMotionUnit);  // a unit in quarter pixels
+  auto unit_at = [&](std::int64_t quarter, std::int64_t n) {
+    return std::clamp<std::int64_t>(quarter >= 0 ? quarter / unit : -1, 0, n - 1);
+  };
+  for (std::int64_t uy = 0; uy < ny; ++uy)
+    for (std::int64_t ux = 0; ux < nx; ++ux) {
+      MotionVector& v = out.units[std::size_t(uy * nx + ux)];
+      const std::int64_t at = unit_at(uy * unit + unit / 2 + v.y, ny) * nx + unit_at(ux * unit + unit / 2 + v.x, nx);
+      const MotionVector w = next.units[std::size_t(at)];
+      v = {std::int16_t(std::clamp<int>(v.x + w.x, -kMotionRange, kMotionRange)),
+           std::int16_t(std::clamp<int>(v.y + w.y, -kMotionRange, kMotionRange))};
+    }
+  return out;
+}
+
 void append_motion_symbols(const MotionField& field, std::vector<std::uint32_t>& out) {
   // Spatial blocks' units take their predicted vectors as they come, as the reader sets them.
   MotionField f = field;

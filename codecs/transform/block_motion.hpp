@@ -157,6 +157,13 @@ void smooth_forecast(std::span<const std::uint16_t> in, std::size_t width, std::
 // range: the vectors towards a reference on the other side of the frame (num < 0), for bi-prediction.
 MotionField scale_field(const MotionField& field, int num, int den);
 
+// The field towards the reference of `next`'s frame: each unit's vector in `field` (towards the
+// frame `next` belongs to) followed by the vector of `next`'s unit under the point it reaches (the
+// unit's centre displaced, floored to a unit, clamped to the plane), the sum clamped to the range;
+// `field`'s modes. Motion two frames back both sides already have, for more references without
+// coded vectors. Both fields of one size.
+MotionField chain_field(const MotionField& field, const MotionField& next);
+
 // Appends the field's symbols (split flags, then the zigzagged differences between each vector and
 // its prediction from the neighbours coded before it) to `out`.
 void append_motion_symbols(const MotionField& field, std::vector<std::uint32_t>& out);
