@@ -314,9 +314,9 @@ using ChunkRival = std::function<std::size_t()>;
 std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, const CodingSettings& settings,
                                     std::uint8_t choice, ChunkStats& stats, const ChunkRival& rival = {}) {
   ByteWriter out;
-  // The version a reader needs: 16 only where a frame averages more than two references, 15 where a bounded plane is interpolated (modes 6 and 7), 14 where a plane
-  // takes a smooth mode, 13 where one takes the polyphase layout, so that chunks without them stay
-  // readable by older readers.
+  // The version a reader needs: 16 only where a frame averages more than two references, 15 where a
+  // bounded plane is interpolated (modes 6 and 7), 14 where a plane takes a smooth mode, 13 where one
+  // takes the polyphase layout, so that chunks without them stay readable by older readers.
   const auto any_plane = [&](auto&& has) {
     return std::any_of(g.planes.begin(), g.planes.end(),
                        [&](const std::vector<PlaneRecord>& frame) { return std::any_of(frame.begin(), frame.end(), has); });
@@ -1126,7 +1126,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       }
       const std::uint64_t far_vectors = far_symbols.empty() ? 0 : vector_cost_of(far_symbols);
       // More references (kMoreReferencesVersion): frames t - 3, then t - 4, in the mean too, each
-      // displaced by the second field scaled to its distance, while the frame's estimate falls.
+      // displaced by the second field chained through the fields of the frames between
+      // (more_reference_fields), while the frame's estimate falls.
       std::uint32_t more = 0;
       if (more_references) {
         const std::span<const std::uint16_t> near_frame(compensated);
