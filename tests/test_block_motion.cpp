@@ -388,22 +388,30 @@ TEST_CASE("coded motion pays on a panning scene and decodes bit for bit", "[moti
   }
 }
 
+// `count` gray frames of a texture (texture(), seed 9) still (drift 0) or drifting a pixel every
+// other frame (drift 1), each under fresh noise in [-3, 3] from `seed`.
+GopFrames noisy_texture(const FrameShape& shape, int count, int drift, unsigned seed) {
+  const std::uint32_t w = shape.width, h = shape.height;
+  const auto world = texture(w + 20, h + 4, 9);
+  std::mt19937 rng(seed);
+  GopFrames frames;
+  for (int t = 0; t < count; ++t) {
+    Pixels f(shape.size());
+    for (std::uint32_t y = 0; y < h; ++y)
+      for (std::uint32_t x = 0; x < w; ++x)
+        f[std::size_t(y) * w + x] =
+            std::uint16_t(std::clamp(world[y * (w + 20) + x + drift * t / 2] + int(rng() % 7) - 3, 0, 255));
+    frames.push_back(std::move(f));
+  }
+  return frames;
+}
+
 TEST_CASE("a second reference: bounded modes average two displaced references where that pays", "[motion][gop]") {
   // A static textured scene under fresh noise each frame, drifting a pixel every other frame: at
   // abs 2 the mean of frames t - 1 and t - 2 (each displaced by its own field) averages their
   // quantization error and noise. Lossless archives carry the flag unused and search nothing.
-  const std::uint32_t w = 96, h = 64;
-  const FrameShape shape{w, h, 1, 255};
-  const auto world = texture(w + 20, h + 4, 9);
-  std::mt19937 rng(17);
-  GopFrames frames;
-  for (int t = 0; t < 10; ++t) {
-    std::vector<std::uint16_t> f(shape.size());
-    for (std::uint32_t y = 0; y < h; ++y)
-      for (std::uint32_t x = 0; x < w; ++x)
-        f[std::size_t(y) * w + x] = std::uint16_t(std::clamp(world[y * (w + 20) + x + t / 2] + int(rng() % 7) - 3, 0, 255));
-    frames.emplace_back(f.begin(), f.end());
-  }
+  const FrameShape shape{96, 64, 1, 255};
+  const GopFrames frames = noisy_texture(shape, 10, 1, 17);
   const auto predictor = make_classical_predictor("previous");
   const std::size_t counts[] = {frames.size()};
   for (const codecs::ErrorBound bound : {codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0},
@@ -464,22 +472,11 @@ TEST_CASE("more references: bounded modes average frames t - 3 and t - 4 too whe
   // abs 2 the mean of four references (the two coded fields, and frames t - 3 and t - 4 through the
   // fields frames t - 2 and t - 3 were coded with) averages more of their noise and quantization
   // error than two. Chunk version 16; losslessly nothing is weighed (the same bytes).
-  const std::uint32_t w = 96, h = 64;
-  const FrameShape shape{w, h, 1, 255};
-  const auto world = texture(w + 20, h + 4, 9);
+  const FrameShape shape{96, 64, 1, 255};
   const auto predictor = make_classical_predictor("previous");
   const std::size_t counts[] = {12};
   for (const int drift : {0, 1}) {
-    std::mt19937 rng(23);
-    GopFrames frames;
-    for (int t = 0; t < 12; ++t) {
-      std::vector<std::uint16_t> f(shape.size());
-      for (std::uint32_t y = 0; y < h; ++y)
-        for (std::uint32_t x = 0; x < w; ++x)
-          f[std::size_t(y) * w + x] =
-              std::uint16_t(std::clamp(world[y * (w + 20) + x + drift * t / 2] + int(rng() % 7) - 3, 0, 255));
-      frames.emplace_back(f.begin(), f.end());
-    }
+    const GopFrames frames = noisy_texture(shape, 12, drift, 23);
     for (const codecs::ErrorBound bound : {codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0},
                                            codecs::ErrorBound{codecs::BoundMode::PwRel, 0, 0.05}, codecs::ErrorBound{}}) {
       INFO("drift " << drift << ", " << codecs::describe(bound));

@@ -291,12 +291,14 @@ void cut_archive(const std::filesystem::path& out, const std::filesystem::path& 
   }
 }
 
-// A chunk target seed of `frames` coded losslessly with `previous`, where its chunk's first byte is
-// `kind` (a chunk mode the scene was made for: the encoder's measured choice may refuse it).
+// A chunk target seed of `frames` coded with `previous` (losslessly, or within `bound`), where its
+// chunk's first byte is `kind` (a chunk mode or version the scene was made for: the encoder's
+// measured choice may refuse it).
 bool write_chunk_seed(const std::filesystem::path& out, const tezip::FrameShape& shape, const tezip::GopFrames& frames,
-                      std::uint8_t kind) {
+                      std::uint8_t kind, const tezip::codecs::ErrorBound& bound = {}) {
   ChunkSetup s;
   s.shape = shape;
+  s.settings.bound = bound;
   s.predictor = "previous";
   s.frames = frames.size();
   const auto predictor = tezip::make_classical_predictor(s.predictor);
@@ -437,6 +439,25 @@ void make_archives(const std::filesystem::path& work, const std::filesystem::pat
     }
     if (!write_chunk_seed(out, shape, frames, 0x82))
       std::fprintf(stderr, "fuzz_seeds: the colour scene did not take the colour transform; no such seed\n");
+  }
+  // More references (chunk version 16): a still texture under fresh noise each frame at abs 2, whose
+  // frames average four references.
+  {
+    const tezip::FrameShape shape{48, 32, 1, 255};
+    tezip::GopFrames frames;
+    std::uint32_t state = 11;
+    std::vector<int> texture(shape.size());
+    for (auto& v : texture) state = state * 1103515245u + 12345u, v = 60 + int((state >> 16) % 120);
+    for (std::uint32_t t = 0; t < 8; ++t) {
+      tezip::Pixels f(shape.size());
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        state = state * 1103515245u + 12345u;
+        f[i] = std::uint16_t(texture[i] + int((state >> 16) % 7) - 3);
+      }
+      frames.push_back(std::move(f));
+    }
+    if (!write_chunk_seed(out, shape, frames, 16, tezip::codecs::ErrorBound{tezip::codecs::BoundMode::Abs, 2, 0}))
+      std::fprintf(stderr, "fuzz_seeds: the still scene took no more references; no such seed\n");
   }
 }
 
