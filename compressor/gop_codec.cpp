@@ -451,13 +451,9 @@ constexpr std::uint8_t kPricesUnknown = 0xff;  // a GOP's residual prices (codec
 // Rows a plane's decoding carries through its per-pixel passes together (docs/performance.md).
 constexpr std::size_t kRowsPerPass = 16;
 
-// The mean of two forecasts, rounded up: bi-prediction.
-void average(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b, std::span<std::uint16_t> out) {
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::uint16_t((std::uint32_t(a[i]) + b[i] + 1) >> 1);
-}
-
 // The mean of N planes, rounded half up: (sum + N / 2) / N, integers (the same bytes everywhere).
-// N a constant, so that the division vectorizes; `out` is none of the planes.
+// N a constant, so that the division vectorizes. `out` may be one of the planes (each value is
+// read before it is written), though the loop vectorizes only where it is none.
 template <std::size_t N>
 void mean_of(const std::array<const std::uint16_t*, N>& planes, std::span<std::uint16_t> out) {
   std::uint16_t* const o = out.data();
@@ -466,6 +462,11 @@ void mean_of(const std::array<const std::uint16_t*, N>& planes, std::span<std::u
     for (std::size_t k = 0; k < N; ++k) sum += planes[k][i];
     o[i] = std::uint16_t(sum / N);
   }
+}
+
+// The mean of two forecasts, rounded up: bi-prediction.
+void average(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b, std::span<std::uint16_t> out) {
+  mean_of<2>({a.data(), b.data()}, out);
 }
 
 // The forecast of a sequential GOP's frame from more than two references (kMoreReferencesVersion),
@@ -646,12 +647,13 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   std::vector<std::uint16_t> bi_compensated(settings.coded_motion ? shape.size() : 0);
   std::vector<std::uint16_t> spatial_compensated(settings.coded_motion ? shape.size() : 0);
   // More references (sequential GOPs in bounded modes): [g][t], the field frame t's channel 0 was
-  // coded with (zeros without motion), and scratch: frame t - 2's displaced plane, and a plane for
-  // each further reference (mean_of_references).
+  // coded with (zeros without motion), and scratch: frame t - 2 displaced, and a plane for each
+  // further reference (mean_of_references).
   const bool more_references = settings.coded_motion && settings.second_reference && settings.more_references &&
                                !predictor.bidirectional() && settings.bound.mode != codecs::BoundMode::Lossless;
   std::vector<std::vector<codecs::MotionField>> own_fields(gops.size());
-  std::vector<std::uint16_t> more_far(settings.coded_motion ? plane_size : 0), more_scratch(kMaxMoreReferences * more_far.size());
+  std::vector<std::uint16_t> more_far(more_references ? shape.size() : 0);
+  std::vector<std::uint16_t> more_scratch(more_references ? kMaxMoreReferences * plane_size : 0);
   std::vector<std::uint8_t> spatial_used(gops.size(), 0);  // [g]: a frame took spatial blocks
   // [g]: the frame estimates' saving by spatial blocks, and the estimates of the frames that searched motion.
   std::vector<std::uint64_t> spatial_saving(gops.size(), 0), motion_estimate(gops.size(), 0);
@@ -1131,6 +1133,11 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       std::uint32_t more = 0;
       if (more_references) {
         const std::span<const std::uint16_t> near_frame(compensated);
+        if (t >= 3)  // frame t - 2 displaced by the second field, each plane
+          for (std::uint32_t k = 0; k < shape.channels; ++k)
+            if (!keeps_forecast(k))
+              codecs::compensate(towards_far, std::span<const std::uint16_t>(far_frame + k * plane_size, plane_size),
+                                 std::span<std::uint16_t>(more_far).subspan(k * plane_size, plane_size), shape.max_value);
         for (std::uint32_t n = 1; n <= kMaxMoreReferences && t >= 2 + n; ++n) {
           const std::vector<codecs::MotionField> fields = more_reference_fields(towards_far, own_fields[g], t, n);
           for (std::uint32_t k = 0; k < shape.channels; ++k) {
@@ -1140,12 +1147,11 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
               std::copy(near.begin(), near.end(), out.begin());
               continue;
             }
-            std::vector<std::span<const std::uint16_t>> planes;
+            std::array<std::span<const std::uint16_t>, kMaxMoreReferences> planes;
             for (std::uint32_t e = 0; e < n; ++e)
-              planes.emplace_back(encoded[g].reconstruction[t - 3 - e].data() + k * plane_size, plane_size);
-            codecs::compensate(towards_far, std::span<const std::uint16_t>(far_frame + k * plane_size, plane_size), more_far,
-                               shape.max_value);
-            mean_of_references(near, more_far, fields, planes, shape.max_value, more_scratch, out);
+              planes[e] = std::span<const std::uint16_t>(encoded[g].reconstruction[t - 3 - e].data() + k * plane_size, plane_size);
+            mean_of_references(near, std::span<const std::uint16_t>(more_far).subspan(k * plane_size, plane_size), fields,
+                               std::span(planes).first(n), shape.max_value, more_scratch, out);
           }
           const std::uint64_t cost = vector_cost + far_vectors + cost_with(spatial_compensated);
           if (cost >= bi) break;
