@@ -55,8 +55,9 @@ using codecs::PlaneTransform;
 // Interpolation) and interpolated planes (kInterpolatedPlane), the same; 15: bounded interpolated
 // planes quantized in closed loop (kClosedInterpolationVersion), the same; 16: more than two
 // references for a sequential GOP's bi-predicted frames (kMoreReferencesVersion), counted in the
-// flags symbol, which older readers refuse as bad motion flags.
-constexpr std::uint8_t kChunkVersion = 16;
+// flags symbol, which older readers refuse as bad motion flags; 17: intra planes forecast by the
+// mean of four (kIntraMeanPlane), which older readers refuse as an unknown plane mode.
+constexpr std::uint8_t kChunkVersion = 17;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
@@ -74,6 +75,11 @@ constexpr std::uint8_t kInterpolatedPlane = 6;
 // with a forecast); its forecast flags (0x10, 0x40) as an inter plane's. A smooth field whose
 // frames change slowly, where the residual is smoother than the frame.
 constexpr std::uint8_t kInterpolatedResidual = 7;
+// Or this (chunk version 17, any plane of any mode): coded spatially as kIntraPlane, on a key frame
+// too (whose planes otherwise record no mode), each pixel forecast by the mean of its four
+// reconstructed neighbours (codecs::IntraPredictor::mean) instead of the median. Flat scenes under
+// sensor noise (docs/defaults.md, "Intra planes forecast by the mean of four").
+constexpr std::uint8_t kIntraMeanPlane = 8;
 // Added to the mode of an inter plane whose forecast is built per block (codecs/transform/forecast_blocks.hpp)
 // from the predictor's forecast and the previous frame; its map is in the chunk's map stream.
 constexpr std::uint8_t kBlockMapFlag = 0x10;
@@ -93,13 +99,24 @@ constexpr std::uint8_t kSmoothVersion = 14;
 constexpr std::uint8_t kClosedInterpolationVersion = 15;
 // More than two references for a sequential GOP's bi-predicted frames (kMoreReferencesShift, below).
 constexpr std::uint8_t kMoreReferencesVersion = 16;
+constexpr std::uint8_t kIntraMeanVersion = 17;
 // The layout is taken where the contexts' estimate of it is below this times the raster order's.
 // The estimate reads a quarter of the rows: where the layout changes nothing it still differs by
 // a few percent from one to the other (ViSP's mbt/cube, a gray camera, its key frames: 0.97-1.00,
 // and taken at those the archive grew 0.2%), while on planes held in 2 x 2 blocks it is 0.2-0.9
 // (docs/defaults.md, "Chroma stored at half resolution: the polyphase layout").
 constexpr double kPolyphaseGain = 0.97;
+// An intra plane is forecast by the mean of four where the estimate of its sampled symbols is below
+// this times the median's: both read the same rows (a bounded plane's forecasts from its original
+// pixels, not the reconstructed ones), so a plane where the two are about even keeps the median,
+// whose decoder runs sixteen rows a vector.
+constexpr double kIntraMeanGain = 0.98;
 constexpr std::uint8_t kModeFlags = kBlockMapFlag | kChannelDeltaFlag | kMotionFlag | kPolyphaseFlag;
+// A plane coded spatially on a frame with a forecast (by either predictor).
+bool intra_plane(std::uint8_t mode) {
+  const std::uint8_t base = mode & ~kModeFlags;
+  return base == kIntraPlane || base == kIntraMeanPlane;
+}
 // The first byte of a pixel chunk (codecs/quantize/pixel_frames.hpp), where a predictive chunk has its
 // version (2-13): the GOP's frames as they are (bounded modes: snapped to bins within each plane's
 // tolerance), in one zstd (or, with --coder best, LZMA) frame. Older readers refuse it as an
@@ -327,7 +344,9 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
     return (base == kInterpolatedPlane && p.tolerance > 0) || base == kInterpolatedResidual;
   });
   const bool polyphase = any_plane([](const PlaneRecord& p) { return (p.mode & kPolyphaseFlag) != 0; });
-  out.u8(g.more_references ? kMoreReferencesVersion
+  const bool intra_mean = any_plane([](const PlaneRecord& p) { return (p.mode & ~kModeFlags) == kIntraMeanPlane; });
+  out.u8(intra_mean        ? kIntraMeanVersion
+         : g.more_references ? kMoreReferencesVersion
          : closed          ? kClosedInterpolationVersion
          : smooth          ? kSmoothVersion
          : polyphase       ? kPolyphaseVersion
@@ -1200,6 +1219,8 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     }
     return with < without;
   };
+  // The intra predictor of the colour frame (GOP, frame) whose planes are being coded.
+  std::pair<std::pair<std::size_t, std::size_t>, codecs::IntraPredictor> frame_intra{{SIZE_MAX, SIZE_MAX}, {}};
   auto code_plane = [&](std::size_t g, std::size_t t, std::size_t c, std::span<const std::uint16_t> forecast) {
     // The predictor's forecast of the whole frame (the channels' planes follow each other), before
     // any per-block map replaces this plane's.
@@ -1274,6 +1295,36 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
         s.block_maps.insert(s.block_maps.end(), block_map.begin(), block_map.end());
       }
     };
+    // The plane's intra predictor and the estimate of its sampled symbols by it: the mean of four
+    // where its estimate is below kIntraMeanGain times the median's. A colour frame takes one for
+    // all its planes, chosen at its first by the three planes' estimates (each under its own
+    // bound), so that its channel plan relates symbols of one kind: planes forecast each their own
+    // way lost the plans' differences.
+    const auto intra_predictor = [&](const codecs::PlaneBound& b) {
+      using codecs::IntraPredictor;
+      const auto estimate = [&](std::span<const std::uint16_t> pixels, const codecs::PlaneBound& pb, IntraPredictor k) {
+        return codecs::estimate_cost_rows(codecs::sample_intra_symbols(pixels, shape.width, pb, k));
+      };
+      const std::uint64_t median = estimate(plane, b, IntraPredictor::median);
+      if (!settings.intra_mean) return std::make_pair(IntraPredictor::median, median);
+      if (shape.channels == 1) {
+        const std::uint64_t mean = estimate(plane, b, IntraPredictor::mean);
+        return double(mean) < kIntraMeanGain * double(median) ? std::make_pair(IntraPredictor::mean, mean)
+                                                              : std::make_pair(IntraPredictor::median, median);
+      }
+      if (c == 0 || frame_intra.first != std::make_pair(g, t)) {
+        double medians = 0, means = 0;
+        for (std::size_t k = 0; k < shape.channels; ++k) {
+          const std::span<const std::uint16_t> pixels(frame.data() + k * plane_size, plane_size);
+          const auto own = k == c ? b : plane_bound(settings, plane_tolerance(settings, pixels, shape.max_value, k), shape.max_value);
+          medians += double(k == c ? median : estimate(pixels, own, IntraPredictor::median));
+          means += double(estimate(pixels, own, IntraPredictor::mean));
+        }
+        frame_intra = {{g, t}, means < kIntraMeanGain * medians ? IntraPredictor::mean : IntraPredictor::median};
+      }
+      if (frame_intra.second == IntraPredictor::median) return std::make_pair(IntraPredictor::median, median);
+      return std::make_pair(IntraPredictor::mean, estimate(plane, b, IntraPredictor::mean));
+    };
     // The plane coded as kInterpolatedPlane where the contexts' estimate of its symbols is below
     // that of `rival` (the symbols it would be stored as otherwise, after their transform): true if
     // it was. The order-0 estimates that choose transforms favour the interpolation, whose levels
@@ -1319,8 +1370,10 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     };
     if (forecast.empty()) {
       intra_literals.clear();
-      codecs::quantize_plane_intra(plane, shape.width, bound, plane_symbols, recon, intra_literals);
+      const auto predictor = intra_predictor(bound).first;
+      codecs::quantize_plane_intra(plane, shape.width, bound, plane_symbols, recon, intra_literals, codecs::simd_path(), predictor);
       if (!interpolated(plane_symbols)) {
+        if (predictor == codecs::IntraPredictor::mean) record.mode = kIntraMeanPlane;
         put_symbols(s, c, plane_symbols, true, std::nullopt, record);
         s.literals.insert(s.literals.end(), intra_literals.begin(), intra_literals.end());
       }
@@ -1341,12 +1394,13 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       const auto inter = codecs::choose_transform(plane_symbols, shape.width, codecs::simd_path(), settings.smooth_modes);
       // Intra coding of a forecast plane rarely wins (scene cuts, appearing objects): estimated on
       // the original pixels first (exact when lossless), quantized for real only when it may win.
-      const auto intra_estimate = codecs::estimate_cost_rows(codecs::sample_intra_symbols(plane, shape.width, bound));
+      const auto [intra_predictor_choice, intra_estimate] = intra_predictor(bound);
       const bool may_win = settings.bound.mode == codecs::BoundMode::Lossless ? intra_estimate < inter.cost
                                                                              : intra_estimate < inter.cost + inter.cost / 8;
       std::uint64_t intra_cost = UINT64_MAX;
       if (may_win) {
-        codecs::quantize_plane_intra(plane, shape.width, bound, intra_symbols, intra_recon, intra_literals);
+        codecs::quantize_plane_intra(plane, shape.width, bound, intra_symbols, intra_recon, intra_literals, codecs::simd_path(),
+                                     intra_predictor_choice);
         intra_cost = codecs::estimate_cost(intra_symbols, shape.width);
       }
       // Where the residual itself is smooth (it took the gradient or the interpolation), the
@@ -1363,7 +1417,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
           interpolated(as_stored(), forecast)) {
         // coded
       } else if (intra_cost < inter.cost) {
-        record.mode = kIntraPlane;
+        record.mode = intra_predictor_choice == codecs::IntraPredictor::mean ? kIntraMeanPlane : kIntraPlane;
         std::copy(intra_recon.begin(), intra_recon.end(), recon.begin());
         put_symbols(s, c, intra_symbols, true, codecs::TransformChoice{PlaneTransform::None, intra_cost}, record);
         s.literals.insert(s.literals.end(), intra_literals.begin(), intra_literals.end());
@@ -1567,6 +1621,8 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         } else if (base == kInterpolatedResidual) {
           if (version < kClosedInterpolationVersion) in.fail("an interpolated residual in a chunk before version 15");
           if (shape.channels > 1 || plane.tolerance == 0) in.fail("an interpolated residual in colour, or lossless");
+        } else if (base == kIntraMeanPlane) {
+          if (version < kIntraMeanVersion) in.fail("an intra plane forecast by the mean in a chunk before version 17");
         } else if (base > kIntraPlane) {
           in.fail("unknown plane mode");
         }
@@ -1576,13 +1632,13 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
           in.fail(version >= 6 ? "channel delta flag in a chunk of version 6 or later" : "channel delta without a previous channel");
         if (plane.mode & kMotionFlag) {
           if (version < 4) in.fail("coded motion in a chunk of version 3 or older");
-          if (base == kIntraPlane || frame_is_intra(predictor, t) || (plane.mode & kBlockMapFlag))
+          if (intra_plane(plane.mode) || frame_is_intra(predictor, t) || (plane.mode & kBlockMapFlag))
             in.fail("coded motion on a plane without a forecast, or with a forecast map");
           if (c > 0 && !(s.planes[t][0].mode & kMotionFlag)) in.fail("motion vectors shared with a channel without them");
           if (c == 0) ++motion_planes;
         }
         if (plane.mode & kBlockMapFlag) {
-          if (base == kIntraPlane || frame_is_intra(predictor, t)) in.fail("forecast map on a plane without a forecast");
+          if (intra_plane(plane.mode) || frame_is_intra(predictor, t)) in.fail("forecast map on a plane without a forecast");
           map_count += codecs::forecast_block_count(shape.width, shape.height);
         }
         plane.run_count = in.varint(plane_size, "run count");
@@ -1801,7 +1857,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       const codecs::ChannelRef ref = plan.ref(p);
       SymbolPlane& sums = resolved[k];
       const std::span<const std::int32_t> first(resolved[plan.order[0]]), second(resolved[plan.order[1]]);
-      const bool spatial = !interpolated && (frame_intra || (plane.mode & ~kModeFlags) == kIntraPlane);
+      const bool spatial = !interpolated && (frame_intra || intra_plane(plane.mode));
       const bool polyphase = plane.mode & kPolyphaseFlag;
       if (readers[g].wants_side()) {
         plane_side.resize(plane_size);
@@ -1829,7 +1885,9 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         } else {
           codecs::undo_channel_ref(ref, plane_symbols, first, second, sums);
         }
-        codecs::dequantize_plane_intra(sums, shape.width, bound, out, literals[g]);
+        codecs::dequantize_plane_intra(sums, shape.width, bound, out, literals[g], codecs::simd_path(),
+                                       (plane.mode & ~kModeFlags) == kIntraMeanPlane ? codecs::IntraPredictor::mean
+                                                                                     : codecs::IntraPredictor::median);
         if (done) done(g, t, k, 0, out);
         continue;
       }
@@ -1893,7 +1951,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     const auto uses_forecast = [&](std::size_t g, std::size_t t) {
       for (const PlaneRecord& p : coded[g].planes[t]) {
         const bool replaced = (p.mode & kMotionFlag) && !(p.mode & kBlockMapFlag);
-        const bool spatial = (p.mode & ~kModeFlags) == kIntraPlane || (p.mode & ~kModeFlags) == kInterpolatedPlane;
+        const bool spatial = intra_plane(p.mode) || (p.mode & ~kModeFlags) == kInterpolatedPlane;
         if (p.run_count > 0 || !(replaced || spatial)) return true;
       }
       return false;

@@ -39,6 +39,10 @@ struct CodingSettings {
   // Encoder only, with second_reference: such a frame may average frames t - 3 and t - 4 too, each
   // displaced by the second field scaled to its distance, where that pays (chunk version 16).
   bool more_references = true;
+  // Encoder only: an intra plane (a key frame's, or one coded spatially where its forecast missed)
+  // may be forecast pixel by pixel by the mean of its four reconstructed neighbours instead of the
+  // median, where the estimate of its sampled symbols is smaller (chunk version 17).
+  bool intra_mean = true;
   // Encoder only: each symbol's side class, the detail of its plane's forecast there
   // (codecs::side_classes), offered to the striped rANS coder's contexts, which takes it where its
   // estimate saves 1% (chunk version 11, codecs/entropy/striped_rans.hpp).

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "codecs/transform/block_motion.hpp"
@@ -94,8 +95,9 @@ std::vector<EncodedGop> with_and_without(const Predictor& predictor, const Frame
   off(other);
   const GopFrames* gops[] = {&frames};
   std::vector<EncodedGop> out{encode_gops(predictor, shape, gops, settings)[0], encode_gops(predictor, shape, gops, other)[0]};
-  // A predictive chunk (14, 15: smooth key frames interpolated, lossless and bounded).
-  REQUIRE((out[0].bytes[0] >= 12 && out[0].bytes[0] <= 16));
+  // A predictive chunk (14, 15: smooth key frames interpolated, lossless and bounded; 17: intra
+  // planes forecast by the mean of four).
+  REQUIRE((out[0].bytes[0] >= 12 && out[0].bytes[0] <= 17));
   decode_within_bound(predictor, shape, frames, out[0], settings);
   decode_within_bound(predictor, shape, frames, out[1], settings);
   INFO("with " << out[0].bytes.size() << " bytes, without " << out[1].bytes.size());
@@ -494,6 +496,41 @@ TEST_CASE("more references: bounded modes average frames t - 3 and t - 4 too whe
       as_v15[0] = 15;
       const std::span<const std::uint8_t> old[] = {as_v15};
       CHECK_THROWS_WITH(decode_gops(*predictor, shape, old, counts, settings), Catch::Contains("bad motion flags"));
+    }
+  }
+}
+
+TEST_CASE("intra planes forecast by the mean of four where sensor noise on a flat scene makes it pay", "[gop]") {
+  // A soft gradient under fresh Gaussian noise (sigma 4) each frame: the median follows one noisy
+  // neighbour, the mean of four halves their noise. Every frame coded spatially (`intra`), and the
+  // key frame of `previous`; lossless and bounded. Chunk version 17, which older readers refuse.
+  const FrameShape shape{80, 48, 1, 255};
+  std::mt19937 rng(31);
+  std::normal_distribution<double> noise(0, 4);
+  GopFrames frames;
+  for (int t = 0; t < 6; ++t) {
+    Pixels f(shape.size());
+    for (std::size_t i = 0; i < f.size(); ++i)
+      f[i] = std::uint16_t(std::clamp(100.0 + double(i % shape.width) / 2 + noise(rng), 0.0, 255.0));
+    frames.push_back(std::move(f));
+  }
+  const std::size_t counts[] = {frames.size()};
+  for (const char* name : {"intra", "previous"}) {
+    const auto predictor = make_classical_predictor(name);
+    for (const codecs::ErrorBound bound : {codecs::ErrorBound{}, codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0},
+                                           codecs::ErrorBound{codecs::BoundMode::PwRel, 0, 0.05}}) {
+      INFO(name << ", " << codecs::describe(bound));
+      CodingSettings settings;
+      settings.bound = bound;
+      const auto median_only = [](CodingSettings& s) { s.intra_mean = false; };
+      const bool all_intra = std::string(name) == "intra";
+      const auto coded = with_and_without(*predictor, shape, frames, settings, median_only, all_intra ? 97 : 100, true);
+      CHECK(coded[0].bytes[0] == 17);
+      CHECK(coded[1].bytes[0] != 17);  // an older version, or a pixel chunk where that is smaller
+      auto as_v16 = coded[0].bytes;
+      as_v16[0] = 16;
+      const std::span<const std::uint8_t> old[] = {as_v16};
+      CHECK_THROWS_WITH(decode_gops(*predictor, shape, old, counts, settings), Catch::Contains("before version 17"));
     }
   }
 }

@@ -457,3 +457,101 @@ TEST_CASE("interpolated planes quantized in closed loop: every pixel within the 
   CHECK_THROWS(quantize_plane_interpolated(field, {}, w + 1, bound, symbols, recon));
   CHECK_THROWS(quantize_plane_interpolated(field, std::vector<std::uint16_t>(7), w, bound, symbols, recon));
 }
+
+TEST_CASE("the mean of four: its forecast by hand, at the edges and inside", "[codecs][quantizer]") {
+  // A 3 x 2 plane: row 0 from the left, column 0 from above, the last column's up-right its up.
+  const std::vector<std::uint16_t> p = {10, 20, 30,  //
+                                        40, 50, 61};
+  CHECK(mean_forecast(p, 0, 0, 3) == 0);
+  CHECK(mean_forecast(p, 1, 1, 3) == 10);
+  CHECK(mean_forecast(p, 3, 0, 3) == 10);
+  CHECK(mean_forecast(p, 4, 1, 3) == (40 + 10 + 20 + 30 + 2) / 4);  // 25
+  CHECK(mean_forecast(p, 5, 2, 3) == (50 + 20 + 30 + 30 + 2) / 4);  // 33
+  // 16-bit pixels: the sum of four stays exact.
+  const std::vector<std::uint16_t> q = {65535, 65535, 65535, 65535, 65535, 0};
+  CHECK(mean_forecast(q, 4, 1, 3) == 65535);
+}
+
+TEST_CASE("intra planes forecast by the mean of four: round trips, bounds, every path's pixels the portable one's",
+          "[codecs][quantizer][simd]") {
+  // Noisy flat planes (what the mean is for), textured and extreme ones; lossless, uniform
+  // tolerances and a pointwise relative bound (with escapes); widths 1 to 33, 8 and 16 bits.
+  std::mt19937 rng(71);
+  for (const std::uint32_t max_value : {255u, 65535u}) {
+    const std::uint32_t top = max_value;
+    std::vector<PlaneBound> bounds = {PlaneBound{0, 0, top}, PlaneBound{1, 0, top}, PlaneBound{2, 0, top},
+                                      PlaneBound{9, 0, top}};
+    PlaneBound pointwise{0, 0, top};
+    pointwise.pointwise_rel = 0.05;
+    bounds.push_back(pointwise);
+    for (const auto& bound : bounds) {
+      for (const std::size_t width : {1u, 2u, 3u, 16u, 33u}) {
+        for (const std::size_t height : {1u, 2u, 17u}) {
+          for (const int kind : {0, 1, 2}) {  // noisy flat, random, extremes
+            const std::size_t n = width * height;
+            std::vector<std::uint16_t> plane(n);
+            std::normal_distribution<double> noise(0, 3);
+            for (auto& v : plane) {
+              const double x = kind == 0 ? top / 2.0 + noise(rng) : kind == 1 ? double(rng() % (top + 1))
+                                                                              : (rng() % 2 ? top : 0);
+              v = std::uint16_t(std::clamp(x, 0.0, double(top)));
+            }
+            std::vector<std::int32_t> symbols(n);
+            std::vector<std::uint16_t> recon(n), literals;
+            quantize_plane_intra(plane, width, bound, symbols, recon, literals, SimdPath::portable, IntraPredictor::mean);
+            INFO("max " << max_value << " tolerance " << bound.tolerance << " pointwise " << bound.pointwise_rel << " "
+                        << width << "x" << height << " kind " << kind);
+            for (std::size_t i = 0; i < n; ++i) {
+              const double allowed = bound.pointwise_rel > 0 ? bound.pointwise_rel * plane[i] : bound.tolerance;
+              REQUIRE(std::abs(double(recon[i]) - double(plane[i])) <= allowed);
+            }
+            if (bound.lossless()) {
+              REQUIRE(recon == plane);
+              // Lossless symbols are each pixel less the mean of its original neighbours.
+              for (std::size_t i = 0; i < n; ++i)
+                REQUIRE(symbols[i] == int(plane[i]) - int(mean_forecast(plane, i, i % width, width)));
+            }
+            for (const SimdPath path : supported_simd_paths()) {
+              std::vector<std::int32_t> s(n);
+              std::vector<std::uint16_t> r(n), l, decoded(n, 12345);
+              quantize_plane_intra(plane, width, bound, s, r, l, path, IntraPredictor::mean);
+              REQUIRE(s == symbols);
+              REQUIRE(r == recon);
+              REQUIRE(l == literals);
+              LiteralCursor cursor(literals);
+              dequantize_plane_intra(symbols, width, bound, decoded, cursor, path, IntraPredictor::mean);
+              REQUIRE(cursor.exhausted());
+              REQUIRE(decoded == recon);
+            }
+          }
+        }
+      }
+    }
+  }
+  // A lossless residual that leaves the pixel range is refused, as the median's.
+  std::vector<std::int32_t> q = {5, 300};
+  std::vector<std::uint16_t> out(2), none;
+  LiteralCursor cursor(none);
+  CHECK_THROWS_AS(dequantize_plane_intra(q, 2, PlaneBound{0, 0, 255}, out, cursor, simd_path(), IntraPredictor::mean),
+                  tezip::codecs::CodecError);
+}
+
+TEST_CASE("sampled intra symbols by the mean of four are its lossless symbols of the sampled rows", "[codecs][quantizer]") {
+  std::mt19937 rng(44);
+  for (const std::size_t width : {1u, 2u, 3u, 40u}) {
+    for (const std::size_t height : {1u, 5u, 37u}) {
+      std::vector<std::uint16_t> plane(width * height);
+      for (auto& v : plane) v = std::uint16_t(rng() % 256);
+      std::vector<std::int32_t> symbols(plane.size());
+      std::vector<std::uint16_t> recon(plane.size()), literals;
+      const PlaneBound lossless{0, 0, 255};
+      quantize_plane_intra(plane, width, lossless, symbols, recon, literals, simd_path(), IntraPredictor::mean);
+      std::vector<std::int32_t> expected;
+      const std::size_t step = tezip::codecs::cost_sample_step(height);
+      for (std::size_t y = 0; y < height; y += step)
+        expected.insert(expected.end(), symbols.begin() + std::ptrdiff_t(y * width), symbols.begin() + std::ptrdiff_t((y + 1) * width));
+      INFO("width " << width << " height " << height);
+      CHECK(sample_intra_symbols(plane, width, lossless, IntraPredictor::mean) == expected);
+    }
+  }
+}

@@ -127,6 +127,27 @@ struct UniformPixel {
   }
 };
 
+// The intra reconstruction by the mean of four: out[i] = rec(mean_forecast(out, i), symbols[i]) in
+// scan order, the left pixel carried in a register (a chain of an add, a shift and rec per pixel).
+template <class Rec>
+void mean_rows(const std::int32_t* symbols, std::size_t width, std::size_t height, std::uint16_t* out, Rec rec) {
+  for (std::size_t y = 0; y < height; ++y) {
+    const std::int32_t* s = symbols + y * width;
+    std::uint16_t* row = out + y * width;
+    if (y == 0) {
+      std::uint32_t left = 0;
+      for (std::size_t x = 0; x < width; ++x) left = row[x] = rec(left, s[x]);
+      continue;
+    }
+    const std::uint16_t* up = row - width;
+    std::uint32_t left = row[0] = rec(up[0], s[0]);
+    for (std::size_t x = 1; x < width; ++x) {
+      const std::uint32_t d = x + 1 < width ? up[x + 1] : up[x];
+      left = row[x] = rec((left + up[x - 1] + up[x] + d + 2) >> 2, s[x]);
+    }
+  }
+}
+
 // The intra reconstruction of a plane: out[i] = rec(intra_forecast(out, i), symbols[i]), in scan
 // order (four rows at a time, codecs/transform/wavefront.hpp).
 template <class Rec>
@@ -518,11 +539,41 @@ void dequantize_plane_interpolated(std::span<const std::int32_t> symbols, std::s
                            [&](std::size_t i, std::int64_t) { return symbols[i]; });
 }
 
+namespace {
+
+// quantize_plane_intra by the mean of four (IntraPredictor::mean): portable loops on every path.
+void quantize_intra_mean(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
+                         std::span<std::int32_t> symbols, std::span<std::uint16_t> recon, std::vector<std::uint16_t>& literals) {
+  if (bound.lossless()) {  // the reconstruction is the plane: every forecast known up front
+    std::copy(plane.begin(), plane.end(), recon.begin());
+    for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1))
+      symbols[i] = std::int32_t(plane[i]) - std::int32_t(mean_forecast(plane, i, x, width));
+    return;
+  }
+  if (bound.pointwise_rel <= 0 && UniformBins::exact(bound.tolerance)) {
+    const UniformBins bins(bound.tolerance);
+    const std::int32_t max_value = std::int32_t(bound.max_value);
+    for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1)) {
+      const std::int32_t f = std::int32_t(mean_forecast(recon, i, x, width));
+      const std::int32_t q = bins.bin(std::int32_t(plane[i]) - f);
+      symbols[i] = q;
+      recon[i] = std::uint16_t(std::clamp(f + q * bins.w, 0, max_value));
+    }
+    return;
+  }
+  const LinearQuantizer quantizer(bound);
+  for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1))
+    symbols[i] = quantizer.quantize(plane[i], mean_forecast(recon, i, x, width), recon[i], literals);
+}
+
+}  // namespace
+
 void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
                           std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
-                          std::vector<std::uint16_t>& literals, SimdPath path) {
+                          std::vector<std::uint16_t>& literals, SimdPath path, IntraPredictor predictor) {
   check_sizes(plane.size(), symbols.size(), recon.size());
   if (width == 0 || plane.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
+  if (predictor == IntraPredictor::mean) return quantize_intra_mean(plane, width, bound, symbols, recon, literals);
   if (bound.lossless()) {
     // Lossless: the reconstruction is the plane, so every forecast is known up front and the
     // residuals have no chain (a loop the compiler vectorizes); the same values as the loop below.
@@ -572,10 +623,24 @@ void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t widt
 }
 
 void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t width, const PlaneBound& bound,
-                            std::span<std::uint16_t> recon, LiteralCursor& literals, SimdPath path) {
+                            std::span<std::uint16_t> recon, LiteralCursor& literals, SimdPath path, IntraPredictor predictor) {
   check_sizes(symbols.size(), recon.size(), recon.size());
   if (width == 0 || symbols.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
   const std::size_t height = symbols.size() / width;
+  if (predictor == IntraPredictor::mean) {
+    if (bound.lossless()) {
+      std::uint32_t out_of_range = 0;
+      mean_rows(symbols.data(), width, height, recon.data(), LosslessPixel{bound.max_value, &out_of_range});
+      if (out_of_range) throw CodecError("lossless residual leaves the pixel range");
+    } else if (bound.pointwise_rel <= 0) {
+      mean_rows(symbols.data(), width, height, recon.data(), UniformPixel{2 * std::int64_t(bound.tolerance) + 1, bound.max_value});
+    } else {
+      const LinearQuantizer quantizer(bound);
+      for (std::size_t i = 0, x = 0; i < symbols.size(); ++i, x = (x + 1 == width ? 0 : x + 1))
+        if (!quantizer.reconstruct(symbols[i], mean_forecast(recon, i, x, width), recon[i])) recon[i] = literals.next();
+    }
+    return;
+  }
 #ifdef TEZIP_HAVE_AVX2_WAVEFRONT
   const bool simd = path >= SimdPath::avx2 && width >= 16;
 #else
@@ -627,7 +692,7 @@ void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t w
 }
 
 std::vector<std::int32_t> sample_intra_symbols(std::span<const std::uint16_t> plane, std::size_t width,
-                                               const PlaneBound& bound) {
+                                               const PlaneBound& bound, IntraPredictor predictor) {
   if (width == 0 || plane.size() % width != 0) throw CodecError("plane size is not a multiple of its width");
   const std::size_t height = plane.size() / width;
   const std::size_t step = cost_sample_step(height);
@@ -647,7 +712,12 @@ std::vector<std::int32_t> sample_intra_symbols(std::span<const std::uint16_t> pl
     } else {
       const std::uint16_t* up = row - width;
       // 32-bit arithmetic (med_pixels: the same value for 16-bit pixels), which vectorizes.
-      for (std::size_t x = 1; x < width; ++x) forecast[x] = std::int32_t(med_pixels(row[x - 1], up[x], up[x - 1]));
+      if (predictor == IntraPredictor::mean) {
+        for (std::size_t x = 1; x + 1 < width; ++x) forecast[x] = (row[x - 1] + up[x - 1] + up[x] + up[x + 1] + 2) >> 2;
+        if (width > 1) forecast[width - 1] = std::int32_t(mean_forecast(plane, y * width + width - 1, width - 1, width));
+      } else {
+        for (std::size_t x = 1; x < width; ++x) forecast[x] = std::int32_t(med_pixels(row[x - 1], up[x], up[x - 1]));
+      }
     }
     if (uniform) {
       for (std::size_t x = 0; x < width; ++x) bin_row[x] = bins.bin(std::int32_t(row[x]) - forecast[x]);

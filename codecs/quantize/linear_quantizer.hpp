@@ -90,17 +90,24 @@ void dequantize_plane(std::span<const std::int32_t> symbols, std::span<const std
                       const PlaneBound& bound, std::span<std::uint16_t> recon, LiteralCursor& literals,
                       SimdPath path = simd_path());
 
-// Key-frame planes: each pixel is forecast by the median edge detector (LOCO-I) from its already
-// reconstructed left, upper and upper-left neighbours, so quantization runs pixel by pixel.
+// What forecasts each pixel of an intra plane from its reconstructed neighbours: LOCO-I's median
+// edge detector (intra_forecast), or the mean of four (mean_forecast, chunk version 17), which the
+// encoder takes where its estimate is smaller (flat scenes under sensor noise).
+enum class IntraPredictor : std::uint8_t { median, mean };
+
+// Key-frame planes: each pixel is forecast from its already reconstructed neighbours (by
+// `predictor`), so quantization runs pixel by pixel.
 // `path`: a uniform tolerance in AVX2 runs sixteen rows at once (the decoder's wavefront); the same
-// symbols and pixels on every path.
+// symbols and pixels on every path. The mean's loops are portable C++ on every path.
 void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
                           std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
-                          std::vector<std::uint16_t>& literals, SimdPath path = simd_path());
+                          std::vector<std::uint16_t>& literals, SimdPath path = simd_path(),
+                          IntraPredictor predictor = IntraPredictor::median);
 // `path`: lossless and uniform-tolerance planes of at least 16 columns reconstruct eight rows a
 // vector in AVX2 (codecs/transform/wavefront_avx2.hpp); the same pixels on every path.
 void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t width, const PlaneBound& bound,
-                            std::span<std::uint16_t> recon, LiteralCursor& literals, SimdPath path = simd_path());
+                            std::span<std::uint16_t> recon, LiteralCursor& literals, SimdPath path = simd_path(),
+                            IntraPredictor predictor = IntraPredictor::median);
 
 // Interpolated planes in bounded modes (a uniform tolerance): SZ3's interpolation in two dimensions
 // (codecs/transform/interpolation.hpp) quantized in closed loop, each pixel predicted from pixels
@@ -124,6 +131,6 @@ void dequantize_plane_interpolated(std::span<const std::int32_t> symbols, std::s
 // reconstruction and original agree; for error-bounded ones the encoder uses it only to skip intra
 // coding that is clearly worse. Feed the result to estimate_cost_rows.
 std::vector<std::int32_t> sample_intra_symbols(std::span<const std::uint16_t> plane, std::size_t width,
-                                               const PlaneBound& bound);
+                                               const PlaneBound& bound, IntraPredictor predictor = IntraPredictor::median);
 
 }  // namespace tezip::codecs
