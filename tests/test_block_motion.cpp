@@ -533,6 +533,36 @@ TEST_CASE("intra planes forecast by the mean of four where sensor noise on a fla
       CHECK_THROWS_WITH(decode_gops(*predictor, shape, old, counts, settings), Catch::Contains("before version 17"));
     }
   }
+  // Colour: the three channels, each its own noise, take one predictor a frame (the channel plans
+  // relate their symbols), in a colour-transformed chunk or not; the bound holds per channel.
+  const FrameShape colour{80, 48, 3, 255};
+  GopFrames colour_frames;
+  for (int t = 0; t < 4; ++t) {
+    Pixels f(colour.size());
+    for (std::size_t i = 0; i < f.size(); ++i)
+      f[i] = std::uint16_t(std::clamp(90.0 + double(i % colour.width) / 2 + 10.0 * double(i / (80 * 48)) + noise(rng), 0.0, 255.0));
+    colour_frames.push_back(std::move(f));
+  }
+  const auto intra = make_classical_predictor("intra");
+  for (const codecs::ErrorBound bound : {codecs::ErrorBound{}, codecs::ErrorBound{codecs::BoundMode::Abs, 2, 0}}) {
+    INFO("colour, " << codecs::describe(bound));
+    CodingSettings settings, median_only;
+    settings.bound = median_only.bound = bound;
+    median_only.intra_mean = false;
+    const GopFrames* gops[] = {&colour_frames};
+    const auto coded = encode_gops(*intra, colour, gops, settings)[0];
+    const auto plain = encode_gops(*intra, colour, gops, median_only)[0];
+    const std::size_t version_at = coded.bytes[0] == 0x82 ? 2 : 0;  // after a colour transform's two bytes
+    CHECK(coded.bytes[version_at] == 17);
+    CHECK(coded.bytes.size() * 100 < plain.bytes.size() * 97);
+    const std::span<const std::uint8_t> chunks[] = {coded.bytes};
+    const std::size_t colour_counts[] = {colour_frames.size()};
+    const auto decoded = decode_gops(*intra, colour, chunks, colour_counts, settings)[0];
+    CHECK(decoded == coded.reconstruction);
+    for (std::size_t t = 0; t < decoded.size(); ++t)
+      for (std::size_t i = 0; i < decoded[t].size(); ++i)
+        REQUIRE(std::abs(int(decoded[t][i]) - int(colour_frames[t][i])) <= int(bound.abs));
+  }
 }
 
 TEST_CASE("smoothed forecasts: the filters' definition, on every kernel path", "[motion][simd]") {

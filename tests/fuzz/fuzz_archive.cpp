@@ -291,14 +291,14 @@ void cut_archive(const std::filesystem::path& out, const std::filesystem::path& 
   }
 }
 
-// A chunk target seed of `frames` coded with `previous` (losslessly, or within `bound`), where its
-// chunk's first byte is `kind` (a chunk mode or version the scene was made for: the encoder's
-// measured choice may refuse it).
+// A chunk target seed of `frames` coded with `previous` under `settings` (default: losslessly),
+// where its chunk's first byte is `kind` (a chunk mode or version the scene was made for: the
+// encoder's measured choice may refuse it).
 bool write_chunk_seed(const std::filesystem::path& out, const tezip::FrameShape& shape, const tezip::GopFrames& frames,
-                      std::uint8_t kind, const tezip::codecs::ErrorBound& bound = {}) {
+                      std::uint8_t kind, const tezip::CodingSettings& settings = {}) {
   ChunkSetup s;
   s.shape = shape;
-  s.settings.bound = bound;
+  s.settings = settings;
   s.predictor = "previous";
   s.frames = frames.size();
   const auto predictor = tezip::make_classical_predictor(s.predictor);
@@ -456,8 +456,30 @@ void make_archives(const std::filesystem::path& work, const std::filesystem::pat
       }
       frames.push_back(std::move(f));
     }
-    if (!write_chunk_seed(out, shape, frames, 16, tezip::codecs::ErrorBound{tezip::codecs::BoundMode::Abs, 2, 0}))
+    tezip::CodingSettings abs2;
+    abs2.bound = tezip::codecs::ErrorBound{tezip::codecs::BoundMode::Abs, 2, 0};
+    abs2.intra_mean = false;  // version 16 itself (its key frame may take the mean of four: 17)
+    if (!write_chunk_seed(out, shape, frames, 16, abs2))
       std::fprintf(stderr, "fuzz_seeds: the still scene took no more references; no such seed\n");
+  }
+  // Intra planes forecast by the mean of four (chunk version 17): a soft ramp under fresh noise each
+  // frame, losslessly and at abs 2.
+  {
+    const tezip::FrameShape shape{48, 32, 1, 255};
+    tezip::GopFrames frames;
+    std::uint32_t state = 29;
+    for (std::uint32_t t = 0; t < 4; ++t) {
+      tezip::Pixels f(shape.size());
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        state = state * 1103515245u + 12345u;
+        f[i] = std::uint16_t(100 + (i % shape.width) / 2 + (state >> 16) % 13);
+      }
+      frames.push_back(std::move(f));
+    }
+    tezip::CodingSettings abs2;
+    abs2.bound = tezip::codecs::ErrorBound{tezip::codecs::BoundMode::Abs, 2, 0};
+    if (!write_chunk_seed(out, shape, frames, 17) || !write_chunk_seed(out, shape, frames, 17, abs2))
+      std::fprintf(stderr, "fuzz_seeds: the noisy ramp took no intra plane by the mean of four; no such seed\n");
   }
 }
 
