@@ -569,20 +569,18 @@ void dequantize_plane_interpolated(std::span<const std::int32_t> symbols, std::s
 
 namespace {
 
-// quantize_plane_intra by the mean of four (IntraPredictor::mean): portable loops on every path.
-void quantize_intra_mean(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
-                         std::span<std::int32_t> symbols, std::span<std::uint16_t> recon, std::vector<std::uint16_t>& literals) {
-  if (bound.lossless()) {  // the reconstruction is the plane: every forecast known up front
-    std::copy(plane.begin(), plane.end(), recon.begin());
-    for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1))
-      symbols[i] = std::int32_t(plane[i]) - std::int32_t(mean_forecast(plane, i, x, width));
-    return;
-  }
+// A bounded intra plane quantized in scan order, each pixel's forecast `forecast(recon, i, x,
+// width)` from the pixels reconstructed before it: in uniform bins, or by the linear quantizer
+// (pointwise bounds, with escapes). The portable loops of both intra predictors.
+template <class Forecast>
+void quantize_intra_bounded(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
+                            std::span<std::int32_t> symbols, std::span<std::uint16_t> recon,
+                            std::vector<std::uint16_t>& literals, Forecast forecast) {
   if (bound.pointwise_rel <= 0 && UniformBins::exact(bound.tolerance)) {
     const UniformBins bins(bound.tolerance);
     const std::int32_t max_value = std::int32_t(bound.max_value);
     for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1)) {
-      const std::int32_t f = std::int32_t(mean_forecast(recon, i, x, width));
+      const std::int32_t f = std::int32_t(forecast(recon, i, x, width));
       const std::int32_t q = bins.bin(std::int32_t(plane[i]) - f);
       symbols[i] = q;
       recon[i] = std::uint16_t(std::clamp(f + q * bins.w, 0, max_value));
@@ -591,7 +589,20 @@ void quantize_intra_mean(std::span<const std::uint16_t> plane, std::size_t width
   }
   const LinearQuantizer quantizer(bound);
   for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1))
-    symbols[i] = quantizer.quantize(plane[i], mean_forecast(recon, i, x, width), recon[i], literals);
+    symbols[i] = quantizer.quantize(plane[i], forecast(recon, i, x, width), recon[i], literals);
+}
+
+// quantize_plane_intra by the mean of four (IntraPredictor::mean): portable loops on every path.
+void quantize_intra_mean(std::span<const std::uint16_t> plane, std::size_t width, const PlaneBound& bound,
+                         std::span<std::int32_t> symbols, std::span<std::uint16_t> recon, std::vector<std::uint16_t>& literals) {
+  const auto mean = [](std::span<const std::uint16_t> r, std::size_t i, std::size_t x, std::size_t w) {
+    return mean_forecast(r, i, x, w);
+  };
+  if (!bound.lossless()) return quantize_intra_bounded(plane, width, bound, symbols, recon, literals, mean);
+  // Lossless, the reconstruction is the plane: every forecast known up front.
+  std::copy(plane.begin(), plane.end(), recon.begin());
+  for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1))
+    symbols[i] = std::int32_t(plane[i]) - std::int32_t(mean(plane, i, x, width));
 }
 
 }  // namespace
@@ -626,28 +637,17 @@ void quantize_plane_intra(std::span<const std::uint16_t> plane, std::size_t widt
     }
     return;
   }
-  if (bound.pointwise_rel <= 0 && UniformBins::exact(bound.tolerance)) {
-    const UniformBins bins(bound.tolerance);
-    const std::int32_t max_value = std::int32_t(bound.max_value);
 #ifdef TEZIP_HAVE_AVX2_WAVEFRONT
-    if (path >= SimdPath::avx2)
-      return intra_quantize_avx2(plane.data(), width, plane.size() / width, bins, max_value, symbols.data(), recon.data());
+  if (bound.pointwise_rel <= 0 && UniformBins::exact(bound.tolerance) && path >= SimdPath::avx2)
+    return intra_quantize_avx2(plane.data(), width, plane.size() / width, UniformBins(bound.tolerance),
+                               std::int32_t(bound.max_value), symbols.data(), recon.data());
 #else
-    (void)path;
+  (void)path;
 #endif
-    for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1)) {
-      const std::int32_t f = std::int32_t(intra_forecast(recon, i, x, width));
-      const std::int32_t q = bins.bin(std::int32_t(plane[i]) - f);
-      symbols[i] = q;
-      recon[i] = std::uint16_t(std::clamp(f + q * bins.w, 0, max_value));
-    }
-    return;
-  }
-  const LinearQuantizer quantizer(bound);
-  for (std::size_t i = 0, x = 0; i < plane.size(); ++i, x = (x + 1 == width ? 0 : x + 1)) {
-    const std::uint32_t f = intra_forecast(recon, i, x, width);
-    symbols[i] = quantizer.quantize(plane[i], f, recon[i], literals);
-  }
+  quantize_intra_bounded(plane, width, bound, symbols, recon, literals,
+                         [](std::span<const std::uint16_t> r, std::size_t i, std::size_t x, std::size_t w) {
+                           return intra_forecast(r, i, x, w);
+                         });
 }
 
 void dequantize_plane_intra(std::span<const std::int32_t> symbols, std::size_t width, const PlaneBound& bound,
