@@ -335,23 +335,27 @@ TEST_CASE("lossless intra quantization is the median transform of the plane, its
 
 TEST_CASE("sampled intra symbols are the lossless intra symbols of the sampled rows", "[codecs][quantizer]") {
   // Exact for lossless planes (sample_intra_symbols' contract): every cost_sample_step-th row of
-  // quantize_plane_intra's symbols, in order. 8 and 16 bits, heights below and above the sampling.
+  // quantize_plane_intra's symbols, in order, by either predictor. 8 and 16 bits, widths with and
+  // without an inner column, heights below and above the sampling.
   std::mt19937 rng(43);
-  for (const std::size_t width : {1u, 3u, 40u}) {
-    for (const std::size_t height : {1u, 5u, 16u, 37u}) {
-      for (const std::uint32_t max_value : {255u, 65535u}) {
-        std::vector<std::uint16_t> plane(width * height);
-        for (auto& v : plane) v = std::uint16_t(rng() % (max_value + 1));
-        std::vector<std::int32_t> symbols(plane.size());
-        std::vector<std::uint16_t> recon(plane.size()), literals;
-        const PlaneBound lossless{0, 0, max_value};
-        quantize_plane_intra(plane, width, lossless, symbols, recon, literals);
-        std::vector<std::int32_t> expected;
-        const std::size_t step = tezip::codecs::cost_sample_step(height);
-        for (std::size_t y = 0; y < height; y += step)
-          expected.insert(expected.end(), symbols.begin() + std::ptrdiff_t(y * width), symbols.begin() + std::ptrdiff_t((y + 1) * width));
-        INFO("width " << width << " height " << height << " max " << max_value);
-        CHECK(sample_intra_symbols(plane, width, lossless) == expected);
+  for (const IntraPredictor predictor : {IntraPredictor::median, IntraPredictor::mean}) {
+    for (const std::size_t width : {1u, 2u, 3u, 40u}) {
+      for (const std::size_t height : {1u, 5u, 16u, 37u}) {
+        for (const std::uint32_t max_value : {255u, 65535u}) {
+          std::vector<std::uint16_t> plane(width * height);
+          for (auto& v : plane) v = std::uint16_t(rng() % (max_value + 1));
+          std::vector<std::int32_t> symbols(plane.size());
+          std::vector<std::uint16_t> recon(plane.size()), literals;
+          const PlaneBound lossless{0, 0, max_value};
+          quantize_plane_intra(plane, width, lossless, symbols, recon, literals, simd_path(), predictor);
+          std::vector<std::int32_t> expected;
+          const std::size_t step = tezip::codecs::cost_sample_step(height);
+          for (std::size_t y = 0; y < height; y += step)
+            expected.insert(expected.end(), symbols.begin() + std::ptrdiff_t(y * width),
+                            symbols.begin() + std::ptrdiff_t((y + 1) * width));
+          INFO("predictor " << int(predictor) << " width " << width << " height " << height << " max " << max_value);
+          CHECK(sample_intra_symbols(plane, width, lossless, predictor) == expected);
+        }
       }
     }
   }
@@ -534,24 +538,4 @@ TEST_CASE("intra planes forecast by the mean of four: round trips, bounds, every
   LiteralCursor cursor(none);
   CHECK_THROWS_AS(dequantize_plane_intra(q, 2, PlaneBound{0, 0, 255}, out, cursor, simd_path(), IntraPredictor::mean),
                   tezip::codecs::CodecError);
-}
-
-TEST_CASE("sampled intra symbols by the mean of four are its lossless symbols of the sampled rows", "[codecs][quantizer]") {
-  std::mt19937 rng(44);
-  for (const std::size_t width : {1u, 2u, 3u, 40u}) {
-    for (const std::size_t height : {1u, 5u, 37u}) {
-      std::vector<std::uint16_t> plane(width * height);
-      for (auto& v : plane) v = std::uint16_t(rng() % 256);
-      std::vector<std::int32_t> symbols(plane.size());
-      std::vector<std::uint16_t> recon(plane.size()), literals;
-      const PlaneBound lossless{0, 0, 255};
-      quantize_plane_intra(plane, width, lossless, symbols, recon, literals, simd_path(), IntraPredictor::mean);
-      std::vector<std::int32_t> expected;
-      const std::size_t step = tezip::codecs::cost_sample_step(height);
-      for (std::size_t y = 0; y < height; y += step)
-        expected.insert(expected.end(), symbols.begin() + std::ptrdiff_t(y * width), symbols.begin() + std::ptrdiff_t((y + 1) * width));
-      INFO("width " << width << " height " << height);
-      CHECK(sample_intra_symbols(plane, width, lossless, IntraPredictor::mean) == expected);
-    }
-  }
 }
