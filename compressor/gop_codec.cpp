@@ -21,6 +21,7 @@
 #include "codecs/codec_error.hpp"
 #include "codecs/transform/colour_transform.hpp"
 #include "codecs/transform/forecast_blocks.hpp"
+#include "codecs/transform/level_map.hpp"
 #include "codecs/entropy/histogram.hpp"
 #include "codecs/quantize/interval_quantizer.hpp"
 #include "codecs/quantize/linear_quantizer.hpp"
@@ -56,8 +57,9 @@ using codecs::PlaneTransform;
 // planes quantized in closed loop (kClosedInterpolationVersion), the same; 16: more than two
 // references for a sequential GOP's bi-predicted frames (kMoreReferencesVersion), counted in the
 // flags symbol, which older readers refuse as bad motion flags; 17: intra planes forecast by the
-// mean of four (kIntraMeanPlane), which older readers refuse as an unknown plane mode.
-constexpr std::uint8_t kChunkVersion = 17;
+// mean of four (kIntraMeanPlane), which older readers refuse as an unknown plane mode; 18: level
+// maps (kLevelMapFlag), which older readers refuse as a channel-delta flag.
+constexpr std::uint8_t kChunkVersion = 18;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
@@ -87,6 +89,16 @@ constexpr std::uint8_t kBlockMapFlag = 0x10;
 // difference from channel c - 1's (before the spatial transform). Version 6 records a channel plan
 // per colour frame instead, which holds these deltas and more (codecs/transform/channel_plan.hpp).
 constexpr std::uint8_t kChannelDeltaFlag = 0x20;
+// From chunk version 18 the same bit, on a lossless plane: the plane is coded as the indices of its
+// pixels among the levels it uses (codecs::LevelMap), its forecast as the index of each forecast
+// value's nearest level; its map is in the chunk's level-map stream (docs/format.md), in the
+// order code_plane meets the planes (a frame's in channel order, whatever its plan).
+constexpr std::uint8_t kLevelMapFlag = 0x20;
+constexpr std::uint8_t kLevelMapVersion = 18;
+// A plane takes its level map where the estimate of its symbols by the map is below this times the
+// estimate without it: the map costs a few bytes, and where it removes only a few scattered
+// levels the two estimates differ by their noise alone.
+constexpr double kLevelMapGain = 0.99;
 // Added to the mode of an inter plane whose forecast is the previous reconstruction of the plane
 // displaced by coded block motion (codecs/transform/block_motion.hpp); its vectors are in the motion stream.
 constexpr std::uint8_t kMotionFlag = 0x40;
@@ -176,6 +188,7 @@ struct GopSymbols {
   std::vector<std::uint16_t> literals;
   std::vector<std::uint32_t> block_maps;  // forecast source per block, planes with kBlockMapFlag
   std::vector<std::uint32_t> motion;      // motion fields of the planes with kMotionFlag, in plane order
+  std::vector<std::uint32_t> level_maps;  // the level maps of the planes with kLevelMapFlag, in plane order
   bool more_references = false;           // encoding: a frame's flags count more references (version 16)
   std::uint8_t version = kChunkVersion;   // decoding: the chunk's version
 };
@@ -266,6 +279,7 @@ EncodeMemo::Key chunk_key(const GopSymbols& g, const FrameShape& shape, const Co
   h.add(std::span<const std::int32_t>(g.run_values));
   h.add(std::span<const std::uint32_t>(g.run_lengths)).add(std::span<const std::uint16_t>(g.literals));
   h.add(std::span<const std::uint32_t>(g.block_maps)).add(std::span<const std::uint32_t>(g.motion));
+  h.add(std::span<const std::uint32_t>(g.level_maps));
   return h.key();
 }
 
@@ -349,7 +363,9 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
   });
   const bool polyphase = any_plane([](const PlaneRecord& p) { return (p.mode & kPolyphaseFlag) != 0; });
   const bool intra_mean = any_plane([](const PlaneRecord& p) { return (p.mode & ~kModeFlags) == kIntraMeanPlane; });
-  out.u8(intra_mean        ? kIntraMeanVersion
+  const bool level_maps = any_plane([](const PlaneRecord& p) { return (p.mode & kLevelMapFlag) != 0; });
+  out.u8(level_maps          ? kLevelMapVersion
+         : intra_mean        ? kIntraMeanVersion
          : g.more_references ? kMoreReferencesVersion
          : closed          ? kClosedInterpolationVersion
          : smooth          ? kSmoothVersion
@@ -398,6 +414,10 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
   out.blob(codecs::encode_symbols(g.block_maps, 0, options));
   out.varint(g.motion.size());
   out.blob(codecs::encode_symbols(g.motion, 0, options));
+  if (level_maps) {
+    out.varint(g.level_maps.size());
+    out.blob(codecs::encode_symbols(g.level_maps, 0, options));
+  }
   stats.symbol_bytes = symbols.size();
   stats.run_bytes = values.size() + lengths.size();
   stats.literal_bytes = literals.size();
@@ -646,6 +666,11 @@ namespace {
 // The GOPs whose spatial blocks are measured again without them (encode_with's spatial retry): the
 // tables' share of a GOP's bytes is large and the frames' estimates few, the second coding cheap.
 constexpr std::uint64_t kSpatialRetrySamples = std::uint64_t{1} << 22;
+// The GOPs whose level maps are measured again without them (encode_with's level retry): those of
+// fewer samples than this, and those whose maps' estimated saving is below this share of the
+// estimates of the planes that weighed one.
+constexpr std::uint64_t kLevelMapRetrySamples = std::uint64_t{1} << 20;
+constexpr double kLevelMapSure = 1.0 / 32;
 
 std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t choice, const FrameShape& shape,
                                     std::span<const GopFrames* const> gops, const CodingSettings& settings,
@@ -708,6 +733,13 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   std::vector<std::uint16_t> zeros(interpolated_planes ? plane_size : 0, 0), zero_recon(zeros.size()), zero_literals;
   std::vector<std::int32_t> zero_symbols(zeros.size()), inter_transformed(zeros.size()), residual_symbols(zeros.size());
   std::vector<std::uint16_t> residual_recon(zeros.size());
+  // Lossless planes coded through their level maps (codecs::LevelMap): the plane's indices and its
+  // forecast's.
+  const bool level_maps = settings.level_maps && settings.bound.mode == codecs::BoundMode::Lossless;
+  std::vector<std::uint16_t> level_plane(level_maps ? plane_size : 0), level_forecast(level_plane.size());
+  std::vector<std::uint32_t> level_runs;  // a map's symbols, for the estimate of its bits
+  // [g]: the estimates of the planes that had a level map to weigh, and what the maps taken saved by them.
+  std::vector<double> level_estimates(gops.size(), 0), level_savings(gops.size(), 0);
   struct RelatedFrame {
     std::size_t t = 0, offset = 0;  // its planes' symbols start at s.symbols[offset], in storage order
     std::array<bool, 3> intra{};
@@ -1230,12 +1262,12 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     // any per-block map replaces this plane's.
     const std::uint16_t* frame_forecast = forecast.empty() ? nullptr : forecast.data() - c * plane_size;
     const auto& frame = (*gops[g])[t];
-    const std::span<const std::uint16_t> plane(frame.data() + c * plane_size, plane_size);
+    std::span<const std::uint16_t> plane(frame.data() + c * plane_size, plane_size);
     std::span<std::uint16_t> recon(encoded[g].reconstruction[t].data() + c * plane_size, plane_size);
     GopSymbols& s = coded[g];
     PlaneRecord record;
     record.tolerance = plane_tolerance(settings, plane, shape.max_value, c);
-    const auto bound = plane_bound(settings, record.tolerance, shape.max_value);
+    auto bound = plane_bound(settings, record.tolerance, shape.max_value);
     bool mapped = false;
     if (!forecast.empty() && fallback_blocks) {
       const std::span<const std::uint16_t> previous(encoded[g].reconstruction[t - 1].data() + c * plane_size, plane_size);
@@ -1278,6 +1310,39 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       if (motion) {
         forecast = std::span<const std::uint16_t>(compensated).subspan(c * plane_size, plane_size);
         mapped = false;
+      }
+    }
+    // A lossless plane whose values leave gaps: from here on coded as its indices among the
+    // levels it uses, against its forecast's nearest levels' indices, where the estimate of that is
+    // below kLevelMapGain times the plane's own (the transforms' estimate of the residual, or the
+    // median's of the sampled intra symbols); `recon` is turned back into pixels at the end.
+    std::optional<codecs::LevelMap> levels;
+    if (level_maps && record.tolerance == 0) levels = codecs::LevelMap::of(plane, shape.max_value);
+    if (levels) {
+      auto mapped_bound = bound;
+      mapped_bound.max_value = levels->size() - 1;
+      levels->to_indices(plane, level_plane);
+      if (!forecast.empty()) levels->to_ranks(forecast, level_forecast);
+      const std::span<const std::uint16_t> mapped_forecast = forecast.empty() ? forecast : std::span<const std::uint16_t>(level_forecast);
+      const auto estimate = [&](std::span<const std::uint16_t> p, std::span<const std::uint16_t> f, const codecs::PlaneBound& b) {
+        if (f.empty()) return codecs::estimate_cost_rows(codecs::sample_intra_symbols(p, shape.width, b, codecs::IntraPredictor::median));
+        inter_literals.clear();
+        codecs::quantize_plane(p, f, b, plane_symbols, recon, inter_literals);
+        return codecs::choose_transform(plane_symbols, shape.width, codecs::simd_path(), settings.smooth_modes).cost;
+      };
+      // The estimates read every step-th row; the map's own bits, its runs' by the same estimate.
+      const double step = double(codecs::cost_sample_step(shape.height));
+      level_runs.clear();
+      levels->append_symbols(level_runs);
+      const double map_bits = double(codecs::estimate_cost_rows(
+          std::span<const std::int32_t>(reinterpret_cast<const std::int32_t*>(level_runs.data()), level_runs.size())));
+      const auto em = estimate(level_plane, mapped_forecast, mapped_bound), ep = estimate(plane, forecast, bound);
+      level_estimates[g] += step * double(ep);
+      if (step * double(em) + map_bits < kLevelMapGain * step * double(ep)) {
+        level_savings[g] += step * double(ep - em) - map_bits;
+        plane = level_plane, forecast = mapped_forecast, bound = mapped_bound;
+      } else {
+        levels.reset();
       }
     }
     // A plane that keeps its forecast records how it was built: its coded motion (channel 0 stores
@@ -1437,6 +1502,11 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
         s.literals.insert(s.literals.end(), inter_literals.begin(), inter_literals.end());
       }
     }
+    if (levels) {
+      record.mode |= kLevelMapFlag;
+      levels->append_symbols(s.level_maps);
+      levels->to_levels(recon);
+    }
     if (c == 0) channel0_motion = (record.mode & kMotionFlag) ? std::make_pair(g, t) : std::make_pair(SIZE_MAX, SIZE_MAX);
     s.planes[t].push_back(record);
     if (colour && c + 1 == shape.channels) put_colour_frame(g, t);
@@ -1463,7 +1533,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     if (settings.key_frame_uncoded) {
       GopSymbols& s = coded[g];
       s.symbols.clear(), s.side.clear(), s.run_values.clear(), s.run_lengths.clear(), s.literals.clear(), s.block_maps.clear();
-      s.motion.clear();
+      s.motion.clear(), s.level_maps.clear();
       related_frames[g].clear();
     }
     states[g] = predictor.begin_gop(shape, encoded[g].reconstruction[0]);
@@ -1568,6 +1638,23 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     CodingSettings no_smooth = settings;
     no_smooth.smooth_modes = false;
     code_again(smooth_retry, no_smooth);
+    // Level maps are chosen per plane by the transforms' order-0 estimates, which model the striped
+    // coder's tokens but not its contexts, nor the coders' ranks where the values are a few levels
+    // (flat regions at random levels: a test's scene 5% larger by them), and the maps' bytes only
+    // by an estimate: where the maps are many and irregular (a simulated 16-bit field, whose steep
+    // parts skip values) the planes that took them saved a few percent by the estimates, and the
+    // archive grew 0.6%. So a GOP that took any is coded without them too, the smaller kept, where
+    // their estimated saving is below kLevelMapSure of its planes' estimates, or where it has fewer
+    // than kLevelMapRetrySamples samples (a second coding that costs little). Camera frames under a
+    // gain save about a sixteenth (ViSP's `line` and `ellipse-1`), and are not coded twice.
+    std::vector<std::size_t> level_retry;
+    for (std::size_t g = 0; g < gops.size(); ++g)
+      if (!coded[g].level_maps.empty() && (std::uint64_t(gops[g]->size()) * shape.size() < kLevelMapRetrySamples ||
+                                           level_savings[g] < kLevelMapSure * level_estimates[g]))
+        level_retry.push_back(g);
+    CodingSettings no_levels = settings;
+    no_levels.level_maps = false;
+    code_again(level_retry, no_levels);
   }
   return encoded;
 }
@@ -1607,7 +1694,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     if (count != frame_counts[g] || count == 0) in.fail("frame count differs from the index");
     GopSymbols& s = coded[g];
     s.planes.assign(count, std::vector<PlaneRecord>(shape.channels));
-    std::uint64_t symbol_count = 0, run_count = 0, map_count = 0, motion_planes = 0;
+    std::uint64_t symbol_count = 0, run_count = 0, map_count = 0, motion_planes = 0, level_planes = 0;
     if (shape.channels > 1) plans[g].resize(count);
     for (std::size_t t = 0; t < count; ++t) {
       if (shape.channels > 1 && version >= 6) {
@@ -1637,8 +1724,12 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         }
         if ((plane.mode & kPolyphaseFlag) && version < kPolyphaseVersion) in.fail("polyphase layout in a chunk before version 13");
         const std::size_t c = std::size_t(&plane - s.planes[t].data());
-        if ((plane.mode & kChannelDeltaFlag) && (version < 3 || version >= 6 || c == 0))
+        if (version >= kLevelMapVersion && (plane.mode & kLevelMapFlag)) {
+          if (plane.tolerance != 0 || settings.bound.mode != codecs::BoundMode::Lossless) in.fail("a level map on a bounded plane");
+          ++level_planes;
+        } else if ((plane.mode & kChannelDeltaFlag) && (version < 3 || version >= 6 || c == 0)) {
           in.fail(version >= 6 ? "channel delta flag in a chunk of version 6 or later" : "channel delta without a previous channel");
+        }
         if (plane.mode & kMotionFlag) {
           if (version < 4) in.fail("coded motion in a chunk of version 3 or older");
           if (intra_plane(plane.mode) || frame_is_intra(predictor, t) || (plane.mode & kBlockMapFlag))
@@ -1704,6 +1795,11 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       s.motion.resize(in.varint(motion_planes * (fields * blocks * 9 + 1), "motion symbol count"));
       codecs::decode_symbols(in.blob(), 0, s.motion);
     }
+    if (version >= kLevelMapVersion) {
+      // Each map at most a run count and a run per value.
+      s.level_maps.resize(in.varint(level_planes * (std::uint64_t(shape.max_value) + 2), "level map symbol count"));
+      codecs::decode_symbols(in.blob(), 0, s.level_maps);
+    }
     in.expect_end();
     literals.emplace_back(s.literals);
     frames[g].resize(count);  // each frame's buffer taken as its decoding starts (decode_plane)
@@ -1713,7 +1809,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     const bool more = std::any_of(coded.begin(), coded.end(), [](const GopSymbols& s) { return s.version >= kMoreReferencesVersion; });
     recycle = predictor.intra_only() ? 1 : more ? 3 + kMaxMoreReferences : 3;
   }
-  std::vector<std::size_t> map_pos(chunks.size(), 0), motion_pos(chunks.size(), 0);
+  std::vector<std::size_t> map_pos(chunks.size(), 0), motion_pos(chunks.size(), 0), level_pos(chunks.size(), 0);
   codecs::MotionField field;  // of the frame being decoded, when its channel 0 has motion
   codecs::MotionField towards_far;  // towards the far reference, when bi: the field scaled, or a second field
   std::vector<std::vector<std::size_t>> references(chunks.size()), far_references(chunks.size());  // as the encoder's
@@ -1737,7 +1833,8 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
   // A forecast built here (per-block map, motion): for a plane reconstructed at once, one buffer
   // that stays in cache; for a plane that waits for the planes its frame's plan codes first, its own.
   using ForecastPlane = std::vector<std::uint16_t, codecs::BufferAllocator<std::uint16_t>>;
-  ForecastPlane blended_now(plane_size), smoothed;
+  ForecastPlane blended_now(plane_size), smoothed, level_forecast;  // the last: a forecast's levels' indices (kLevelMapFlag)
+  std::array<std::optional<codecs::LevelMap>, 3> plane_levels;  // of the frame being decoded, by channel
   std::array<ForecastPlane, 3> blended_waiting;
   std::vector<std::uint16_t> zeros;  // the forecast of interpolated planes (kInterpolatedPlane), when one comes
   std::array<std::span<const std::uint16_t>, 3> forecast_of;  // of the frame being decoded, by channel
@@ -1836,6 +1933,16 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       }
       forecast = *blended;
     }
+    // The plane's level map, read in channel order as the encoder wrote it; used where the frame's
+    // plan reconstructs the plane.
+    plane_levels[c].reset();
+    if (s.version >= kLevelMapVersion && (record.mode & kLevelMapFlag)) {
+      try {
+        plane_levels[c] = codecs::LevelMap::read(s.level_maps, level_pos[g], shape.max_value);
+      } catch (const codecs::CodecError& e) {
+        throw DataError(std::string("chunk: ") + e.what());
+      }
+    }
     if (record.run_count > 0) {
       const std::span<const std::int32_t> values(s.run_values.data() + run_pos[g], record.run_count);
       const std::span<const std::uint32_t> lengths(s.run_lengths.data() + run_pos[g], record.run_count);
@@ -1857,12 +1964,23 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       const std::size_t p = next_position;
       const std::size_t k = plan.order[p];
       const PlaneRecord& plane = s.planes[t][k];
-      const auto bound = plane_bound(settings, plane.tolerance, shape.max_value);
+      auto bound = plane_bound(settings, plane.tolerance, shape.max_value);
       const std::span<std::uint16_t> out(frames[g][t].data() + k * plane_size, plane_size);
       // An interpolated plane is an inter plane against zeros, whatever its frame.
       const bool interpolated = (plane.mode & ~kModeFlags) == kInterpolatedPlane;
       if (interpolated && zeros.size() != plane_size) zeros.assign(plane_size, 0);
-      const std::span<const std::uint16_t> plane_forecast = interpolated ? std::span<const std::uint16_t>(zeros) : forecast_of[k];
+      std::span<const std::uint16_t> plane_forecast = interpolated ? std::span<const std::uint16_t>(zeros) : forecast_of[k];
+      // A plane coded through its level map: its indices reconstructed against the forecast's
+      // nearest levels' indices (zeros stay zeros), and turned into pixels before `done` sees them.
+      const std::optional<codecs::LevelMap>& levels = plane_levels[k];
+      if (levels) {
+        bound.max_value = levels->size() - 1;
+        if (!interpolated && !plane_forecast.empty()) {
+          level_forecast.resize(plane_size);
+          levels->to_ranks(plane_forecast, level_forecast);
+          plane_forecast = level_forecast;
+        }
+      }
       const codecs::ChannelRef ref = plan.ref(p);
       SymbolPlane& sums = resolved[k];
       const std::span<const std::int32_t> first(resolved[plan.order[0]]), second(resolved[plan.order[1]]);
@@ -1897,6 +2015,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
         codecs::dequantize_plane_intra(sums, shape.width, bound, out, literals[g], codecs::simd_path(),
                                        (plane.mode & ~kModeFlags) == kIntraMeanPlane ? codecs::IntraPredictor::mean
                                                                                      : codecs::IntraPredictor::median);
+        if (levels) levels->to_levels(out);
         if (done) done(g, t, k, 0, out);
         continue;
       }
@@ -1940,6 +2059,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
           }
           codecs::dequantize_plane(rows, plane_forecast.subspan(y0 * w, n), bound, out_rows, literals[g]);
         }
+        if (levels) levels->to_levels(out_rows);
         if (done) done(g, t, k, y0, out_rows);  // while the rows are in cache
       }
       if (ref == codecs::ChannelRef::None) sums.swap(plane_symbols);
@@ -1971,6 +2091,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
     readers[g].finish();
     if (!literals[g].exhausted()) throw DataError("chunk: unused escape literals");
     if (motion_pos[g] != coded[g].motion.size()) throw DataError("chunk: unused motion vectors");
+    if (level_pos[g] != coded[g].level_maps.size()) throw DataError("chunk: unused level maps");
   }
   return frames;
 }
@@ -2353,6 +2474,10 @@ std::vector<EncodedGop> encode_predicted(const Predictor& predictor, const Frame
   // On bands of 32 rows the contexts' estimate reads too few rows to rank the search's prices:
   // with it the trial chose predictors that coded mbt/cube at abs 4 1.2% and cup 0.4% larger.
   trial_settings.context_price_estimate = false;
+  // Without level maps: they change each choice's planes alike where they pay (camera gain), and
+  // unmeasured in the trial's thin bands (no retry there) they misranked a simulated field's
+  // choices (Gray-Scott 16-bit: `intra` taken, 0.4% larger than `bidirectional` without them).
+  trial_settings.level_maps = false;
   std::vector<std::uint8_t> chosen(gops.size(), 1);
   EncodeMemo memo;
   EncodeMemo* const reuse = settings.reuse_trial_work ? &memo : nullptr;

@@ -43,6 +43,10 @@ struct CodingSettings {
   // may be forecast pixel by pixel by the mean of its four reconstructed neighbours instead of the
   // median, where the estimate of its sampled symbols is smaller (chunk version 17).
   bool intra_mean = true;
+  // Encoder only: a lossless plane whose values leave gaps between its smallest and largest is
+  // coded as indices into the levels it uses (codecs::LevelMap), its forecast mapped to the nearest
+  // level's index, where the estimate says that is smaller (chunk version 18).
+  bool level_maps = true;
   // Encoder only: each symbol's side class, the detail of its plane's forecast there
   // (codecs::side_classes), offered to the striped rANS coder's contexts, which takes it where its
   // estimate saves 1% (chunk version 11, codecs/entropy/striped_rans.hpp).

@@ -481,6 +481,23 @@ void make_archives(const std::filesystem::path& work, const std::filesystem::pat
     if (!write_chunk_seed(out, shape, frames, 17) || !write_chunk_seed(out, shape, frames, 17, abs2))
       std::fprintf(stderr, "fuzz_seeds: the noisy ramp took no intra plane by the mean of four; no such seed\n");
   }
+  // Level maps (chunk version 18): the noisy ramp after a gain of 9 / 8, every ninth level unused,
+  // losslessly, its key frame and forecast frames.
+  {
+    const tezip::FrameShape shape{48, 32, 1, 255};
+    tezip::GopFrames frames;
+    std::uint32_t state = 37;
+    for (std::uint32_t t = 0; t < 4; ++t) {
+      tezip::Pixels f(shape.size());
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        state = state * 1103515245u + 12345u;
+        f[i] = std::uint16_t((100 + (i % shape.width) / 2 + (state >> 16) % 13) * 9 / 8);
+      }
+      frames.push_back(std::move(f));
+    }
+    if (!write_chunk_seed(out, shape, frames, 18))
+      std::fprintf(stderr, "fuzz_seeds: the gained ramp took no level map; no such seed\n");
+  }
 }
 
 }  // namespace
