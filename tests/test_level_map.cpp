@@ -37,6 +37,27 @@ GopFrames gained_frames(const FrameShape& shape, std::size_t count, unsigned shi
   return frames;
 }
 
+// `frames` coded with level maps and without: the first a chunk of version 18 (after a colour
+// transform's two bytes), under `percent` of the second's size, and decoded bit for bit.
+EncodedGop with_and_without_maps(const Predictor& predictor, const FrameShape& shape, const GopFrames& frames,
+                                 std::size_t percent) {
+  CodingSettings settings, without;
+  without.level_maps = false;
+  const GopFrames* gops[] = {&frames};
+  auto coded = encode_gops(predictor, shape, gops, settings)[0];
+  const auto plain = encode_gops(predictor, shape, gops, without)[0];
+  const std::size_t version_at = coded.bytes[0] == 0x82 ? 2 : 0;
+  CHECK(coded.bytes[version_at] == 18);
+  CHECK(plain.bytes[version_at] != 18);
+  INFO("with level maps " << coded.bytes.size() << " bytes, without " << plain.bytes.size());
+  CHECK(coded.bytes.size() * 100 < plain.bytes.size() * percent);
+  const std::span<const std::uint8_t> chunks[] = {coded.bytes};
+  const std::size_t counts[] = {frames.size()};
+  CHECK(decode_gops(predictor, shape, chunks, counts, settings)[0] == frames);
+  CHECK(coded.reconstruction == frames);
+  return coded;
+}
+
 }  // namespace
 
 TEST_CASE("level maps: indices, nearest levels, values back, by hand", "[codecs][levels]") {
@@ -111,24 +132,12 @@ TEST_CASE("lossless planes that leave levels unused are coded through their leve
   for (const char* name : {"intra", "previous", "bidirectional"}) {
     INFO(name);
     const auto predictor = make_classical_predictor(name);
-    CodingSettings settings, without;
-    without.level_maps = false;
-    const GopFrames* gops[] = {&frames};
-    const auto coded = encode_gops(*predictor, shape, gops, settings)[0];
-    const auto plain = encode_gops(*predictor, shape, gops, without)[0];
-    CHECK(coded.bytes[0] == 18);
-    CHECK(plain.bytes[0] != 18);
-    INFO("with level maps " << coded.bytes.size() << " bytes, without " << plain.bytes.size());
-    CHECK(coded.bytes.size() * 100 < plain.bytes.size() * 97);
-    const std::span<const std::uint8_t> chunks[] = {coded.bytes};
-    const auto decoded = decode_gops(*predictor, shape, chunks, counts, settings)[0];
-    CHECK(decoded == frames);
-    CHECK(coded.reconstruction == frames);
+    const auto coded = with_and_without_maps(*predictor, shape, frames, 97);
     // An older reader's view: the flag is chunk versions 3-5's channel delta.
     auto as_v17 = coded.bytes;
     as_v17[0] = 17;
     const std::span<const std::uint8_t> old[] = {as_v17};
-    CHECK_THROWS_WITH(decode_gops(*predictor, shape, old, counts, settings), Catch::Contains("channel delta"));
+    CHECK_THROWS_WITH(decode_gops(*predictor, shape, old, counts, CodingSettings{}), Catch::Contains("channel delta"));
   }
   // Bounded modes keep their bins in pixels: no level maps.
   const auto previous = make_classical_predictor("previous");
@@ -141,18 +150,7 @@ TEST_CASE("lossless planes that leave levels unused are coded through their leve
 TEST_CASE("a 16-bit sequence of shifted 8-bit samples codes its indices, exactly", "[gop][levels]") {
   const FrameShape shape{64, 48, 1, 65535};
   const auto frames = gained_frames(shape, 4, 4);
-  const std::size_t counts[] = {frames.size()};
-  const auto predictor = make_classical_predictor("previous");
-  CodingSettings settings, without;
-  without.level_maps = false;
-  const GopFrames* gops[] = {&frames};
-  const auto coded = encode_gops(*predictor, shape, gops, settings)[0];
-  const auto plain = encode_gops(*predictor, shape, gops, without)[0];
-  INFO("with level maps " << coded.bytes.size() << " bytes, without " << plain.bytes.size());
-  CHECK(coded.bytes[0] == 18);
-  CHECK(coded.bytes.size() * 100 < plain.bytes.size() * 90);
-  const std::span<const std::uint8_t> chunks[] = {coded.bytes};
-  CHECK(decode_gops(*predictor, shape, chunks, counts, settings)[0] == frames);
+  with_and_without_maps(*make_classical_predictor("previous"), shape, frames, 90);
 }
 
 TEST_CASE("colour planes that leave levels unused take their own level maps, in any channel plan, exactly", "[gop][levels][colour]") {
@@ -167,20 +165,8 @@ TEST_CASE("colour planes that leave levels unused take their own level maps, in 
       for (std::size_t i = 0; i < f.size(); ++i) c[ch * f.size() + i] = std::uint16_t(std::min(255, f[i] + int(ch) * 9));
     colour.push_back(std::move(c));
   }
-  const std::size_t counts[] = {colour.size()};
   for (const char* name : {"intra", "previous"}) {
     INFO(name);
-    const auto predictor = make_classical_predictor(name);
-    CodingSettings settings, without;
-    without.level_maps = false;
-    const GopFrames* gops[] = {&colour};
-    const auto coded = encode_gops(*predictor, shape, gops, settings)[0];
-    const auto plain = encode_gops(*predictor, shape, gops, without)[0];
-    const std::size_t version_at = coded.bytes[0] == 0x82 ? 2 : 0;  // after a colour transform's two bytes
-    CHECK(coded.bytes[version_at] == 18);
-    INFO("with level maps " << coded.bytes.size() << " bytes, without " << plain.bytes.size());
-    CHECK(coded.bytes.size() * 100 < plain.bytes.size() * 98);
-    const std::span<const std::uint8_t> chunks[] = {coded.bytes};
-    CHECK(decode_gops(*predictor, shape, chunks, counts, settings)[0] == colour);
+    with_and_without_maps(*make_classical_predictor(name), shape, colour, 98);
   }
 }

@@ -312,6 +312,21 @@ bool write_chunk_seed(const std::filesystem::path& out, const tezip::FrameShape&
   return true;
 }
 
+// Four frames of `shape` (gray): a soft ramp under fresh noise each frame (a generator seeded by
+// `state`), each value times num / den.
+tezip::GopFrames noisy_ramp(const tezip::FrameShape& shape, std::uint32_t state, std::uint32_t num = 1, std::uint32_t den = 1) {
+  tezip::GopFrames frames;
+  for (std::uint32_t t = 0; t < 4; ++t) {
+    tezip::Pixels f(shape.size());
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      state = state * 1103515245u + 12345u;
+      f[i] = std::uint16_t((100 + (i % shape.width) / 2 + (state >> 16) % 13) * num / den);
+    }
+    frames.push_back(std::move(f));
+  }
+  return frames;
+}
+
 // Small synthetic archives covering every mode, quantizer, predictor, coder and pixel type.
 void make_archives(const std::filesystem::path& work, const std::filesystem::path& out) {
   using tezip::codecs::BoundMode;
@@ -466,16 +481,7 @@ void make_archives(const std::filesystem::path& work, const std::filesystem::pat
   // frame, losslessly and at abs 2.
   {
     const tezip::FrameShape shape{48, 32, 1, 255};
-    tezip::GopFrames frames;
-    std::uint32_t state = 29;
-    for (std::uint32_t t = 0; t < 4; ++t) {
-      tezip::Pixels f(shape.size());
-      for (std::size_t i = 0; i < f.size(); ++i) {
-        state = state * 1103515245u + 12345u;
-        f[i] = std::uint16_t(100 + (i % shape.width) / 2 + (state >> 16) % 13);
-      }
-      frames.push_back(std::move(f));
-    }
+    const tezip::GopFrames frames = noisy_ramp(shape, 29);
     tezip::CodingSettings abs2;
     abs2.bound = tezip::codecs::ErrorBound{tezip::codecs::BoundMode::Abs, 2, 0};
     if (!write_chunk_seed(out, shape, frames, 17) || !write_chunk_seed(out, shape, frames, 17, abs2))
@@ -485,16 +491,7 @@ void make_archives(const std::filesystem::path& work, const std::filesystem::pat
   // losslessly, its key frame and forecast frames.
   {
     const tezip::FrameShape shape{48, 32, 1, 255};
-    tezip::GopFrames frames;
-    std::uint32_t state = 37;
-    for (std::uint32_t t = 0; t < 4; ++t) {
-      tezip::Pixels f(shape.size());
-      for (std::size_t i = 0; i < f.size(); ++i) {
-        state = state * 1103515245u + 12345u;
-        f[i] = std::uint16_t((100 + (i % shape.width) / 2 + (state >> 16) % 13) * 9 / 8);
-      }
-      frames.push_back(std::move(f));
-    }
+    const tezip::GopFrames frames = noisy_ramp(shape, 37, 9, 8);
     if (!write_chunk_seed(out, shape, frames, 18))
       std::fprintf(stderr, "fuzz_seeds: the gained ramp took no level map; no such seed\n");
   }
