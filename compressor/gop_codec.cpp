@@ -1323,9 +1323,11 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       mapped_bound.max_value = levels->size() - 1;
       levels->to_indices(plane, level_plane);
       if (!forecast.empty()) levels->to_ranks(forecast, level_forecast);
-      const std::span<const std::uint16_t> mapped_forecast = forecast.empty() ? forecast : std::span<const std::uint16_t>(level_forecast);
+      const std::span<const std::uint16_t> mapped_forecast =
+          forecast.empty() ? forecast : std::span<const std::uint16_t>(level_forecast);
       const auto estimate = [&](std::span<const std::uint16_t> p, std::span<const std::uint16_t> f, const codecs::PlaneBound& b) {
-        if (f.empty()) return codecs::estimate_cost_rows(codecs::sample_intra_symbols(p, shape.width, b, codecs::IntraPredictor::median));
+        if (f.empty())
+          return codecs::estimate_cost_rows(codecs::sample_intra_symbols(p, shape.width, b, codecs::IntraPredictor::median));
         inter_literals.clear();
         codecs::quantize_plane(p, f, b, plane_symbols, recon, inter_literals);
         return codecs::choose_transform(plane_symbols, shape.width, codecs::simd_path(), settings.smooth_modes).cost;
