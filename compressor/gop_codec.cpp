@@ -2884,9 +2884,14 @@ std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t>
   if (head[0] == kGroupChunk) return "group";
   if (head[0] == kGroupMemberChunk) return "in group";
   const auto choices = predictor.choices();
-  if (choices.empty() || head.size() < 3) return predictor.identity().kind;  // version, quantizer, choice
-  const Predictor* used = chunk_predictor(predictor, head);
-  return used ? used->identity().kind : "?";
+  std::string kind = predictor.identity().kind;
+  if (!choices.empty() && head.size() >= 3) {  // version, quantizer, choice
+    const Predictor* used = chunk_predictor(predictor, head);
+    kind = used ? used->identity().kind : "?";
+  }
+  // Version 18 is written only where a plane takes a level map.
+  if (head[0] == kLevelMapVersion) kind += " + level maps";
+  return kind;
 }
 
 std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape& shape,

@@ -52,7 +52,8 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
 // What a chunk is, from its first bytes (kChunkHeadBytes, or fewer where the chunk is shorter):
 // "pixels" or "sparse" for chunks in the pixel domain, else the predictor its GOP was coded with
 // (for `auto`, the choice the chunk records), by `predictor`'s identity, after "rct " where the GOP
-// went through the colour transform. For `tezip info`.
+// went through the colour transform, and " + level maps" after it where planes took level maps
+// (chunk version 18). For `tezip info`.
 inline constexpr std::size_t kChunkHeadBytes = 5;
 std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t> head);
 

@@ -55,6 +55,11 @@ EncodedGop with_and_without_maps(const Predictor& predictor, const FrameShape& s
   const std::size_t counts[] = {frames.size()};
   CHECK(decode_gops(predictor, shape, chunks, counts, settings)[0] == frames);
   CHECK(coded.reconstruction == frames);
+  // `tezip info` says so.
+  const auto head = std::span<const std::uint8_t>(coded.bytes).first(std::min(coded.bytes.size(), kChunkHeadBytes));
+  CHECK_THAT(chunk_kind(predictor, head), Catch::EndsWith(" + level maps"));
+  CHECK_THAT(chunk_kind(predictor, std::span<const std::uint8_t>(plain.bytes).first(std::min(plain.bytes.size(), kChunkHeadBytes))),
+             !Catch::Contains("level maps"));
   return coded;
 }
 
