@@ -717,7 +717,7 @@ int run_info(int argc, char** argv) {
     const auto& c = index.chunks[i];
     const auto& q = index.sequences[c.sequence];
     const double raw = c.stats.grouped ? double(group_raw[i]) : double(q.geometry.raw_bytes() * c.frame_count);
-    const std::string kind = classical ? chunk_kind(*classical, reader.read_chunk_head(i, kChunkHeadBytes))
+    const std::string kind = classical ? chunk_kind(*classical, reader.read_chunk_head(i, kChunkHeadBytes), q.geometry.channels)
                              : c.stats.grouped ? "group" : c.stats.pixels ? "pixels or sparse" : s.predictor.kind;
     char ratio[32] = "-";  // a group's later members: their frames are in its first chunk
     if (raw > 0) std::snprintf(ratio, sizeof ratio, "%.3f", raw / double(c.size));
@@ -816,9 +816,13 @@ int run_verify(int argc, char** argv) {
   if (!quiet || !report.ok()) {
     std::printf("%s: %llu chunks, %llu frames, checksums %s", args["input"].as<std::string>().c_str(),
                 (unsigned long long)report.chunks, (unsigned long long)report.frames, report.failures.empty() ? "ok" : "FAILED");
+    // Frames that failed to decode were not compared: a bound met by the others is not "holds".
     if (report.compared)
       std::printf(", max_error=%g psnr=%.2f bound %s (%llu pixels out of bound)", report.max_error, report.psnr,
-                  report.pixels_out_of_bound == 0 ? "holds" : "VIOLATED", (unsigned long long)report.pixels_out_of_bound);
+                  report.pixels_out_of_bound != 0 ? "VIOLATED"
+                  : report.failures.empty()       ? "holds"
+                                                  : "UNCHECKED where frames failed",
+                  (unsigned long long)report.pixels_out_of_bound);
     std::printf("\n");
   }
   return report.ok() ? kOk : kDataError;

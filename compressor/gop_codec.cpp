@@ -58,8 +58,10 @@ using codecs::PlaneTransform;
 // references for a sequential GOP's bi-predicted frames (kMoreReferencesVersion), counted in the
 // flags symbol, which older readers refuse as bad motion flags; 17: intra planes forecast by the
 // mean of four (kIntraMeanPlane), which older readers refuse as an unknown plane mode; 18: level
-// maps (kLevelMapFlag), which older readers refuse as a channel-delta flag.
-constexpr std::uint8_t kChunkVersion = 18;
+// maps (kLevelMapFlag), which older readers refuse as a channel-delta flag; 19: striped symbols
+// in column parts whose cuts see the neighbouring parts, or in sixteenths (kColumnPartsVersion),
+// which older readers refuse as bad options of the striped coder.
+constexpr std::uint8_t kChunkVersion = 19;
 // The plane-mode byte: a PlaneTransform of the inter residual, or this: coded spatially, as in a
 // key frame, because the forecast missed (a scene cut, an object appearing, moving depth edges).
 constexpr std::uint8_t kIntraPlane = 3;
@@ -95,6 +97,7 @@ constexpr std::uint8_t kChannelDeltaFlag = 0x20;
 // order code_plane meets the planes (a frame's in channel order, whatever its plan).
 constexpr std::uint8_t kLevelMapFlag = 0x20;
 constexpr std::uint8_t kLevelMapVersion = 18;
+constexpr std::uint8_t kColumnPartsVersion = 19;
 // A plane takes its level map where the estimate of its symbols by the map is below this times the
 // estimate without it: the map costs a few bytes, and where it removes only a few scattered
 // levels the two estimates differ by their noise alone.
@@ -349,7 +352,9 @@ using ChunkRival = std::function<std::size_t()>;
 std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, const CodingSettings& settings,
                                     std::uint8_t choice, ChunkStats& stats, const ChunkRival& rival = {}) {
   ByteWriter out;
-  // The version a reader needs: 16 only where a frame averages more than two references, 15 where a
+  // The version a reader needs: 19 where the planes' striped rANS stream has column parts (raised
+  // once the symbols are coded), 18 where a plane has a level map, 17 where one is forecast by the
+  // mean of four, 16 only where a frame averages more than two references, 15 where a
   // bounded plane is interpolated (modes 6 and 7), 14 where a plane takes a smooth mode, 13 where one
   // takes the polyphase layout, so that chunks without them stay readable by older readers.
   const auto any_plane = [&](auto&& has) {
@@ -364,6 +369,7 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
   const bool polyphase = any_plane([](const PlaneRecord& p) { return (p.mode & kPolyphaseFlag) != 0; });
   const bool intra_mean = any_plane([](const PlaneRecord& p) { return (p.mode & ~kModeFlags) == kIntraMeanPlane; });
   const bool level_maps = any_plane([](const PlaneRecord& p) { return (p.mode & kLevelMapFlag) != 0; });
+  const std::size_t version_at = out.bytes().size();  // raised below where the symbols need it
   out.u8(level_maps          ? kLevelMapVersion
          : intra_mean        ? kIntraMeanVersion
          : g.more_references ? kMoreReferencesVersion
@@ -406,6 +412,7 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
   }();
   const auto lengths = codecs::encode_symbols(lengths_minus_one, 0, options);
   const auto literals = codecs::encode_symbols(std::vector<std::uint32_t>(g.literals.begin(), g.literals.end()), 0, options);
+  if (coder_stats.column_parts > 1) out.bytes()[version_at] = std::max(out.bytes()[version_at], kColumnPartsVersion);
   out.blob(symbols);
   out.blob(values);
   out.blob(lengths);
@@ -1797,7 +1804,7 @@ std::vector<GopFrames> decode_with(const Predictor& predictor, const FrameShape&
       s.motion.resize(in.varint(motion_planes * (fields * blocks * 9 + 1), "motion symbol count"));
       codecs::decode_symbols(in.blob(), 0, s.motion);
     }
-    if (version >= kLevelMapVersion) {
+    if (version >= kLevelMapVersion && level_planes > 0) {  // (a chunk of version 18 always has a map)
       // Each map at most a run count and a run per value.
       s.level_maps.resize(in.varint(level_planes * (std::uint64_t(shape.max_value) + 2), "level map symbol count"));
       codecs::decode_symbols(in.blob(), 0, s.level_maps);
@@ -2873,11 +2880,11 @@ std::vector<EncodedGop> encode_gops(const Predictor& predictor, const FrameShape
   return encoded;
 }
 
-std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t> head) {
+std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t> head, std::size_t channels) {
   if (head.empty()) return "?";
   if (head[0] == kColourChunk) {
     if (head.size() < 2) return "?";
-    return (head[1] == codecs::kGreenSplitTransform ? "green " : "rct ") + chunk_kind(predictor, head.subspan(2));
+    return (head[1] == codecs::kGreenSplitTransform ? "green " : "rct ") + chunk_kind(predictor, head.subspan(2), channels);
   }
   if (head[0] == kPixelChunk) return "pixels";
   if (head[0] == kSparseChunk) return "sparse";
@@ -2889,8 +2896,24 @@ std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t>
     const Predictor* used = chunk_predictor(predictor, head);
     kind = used ? used->identity().kind : "?";
   }
-  // Version 18 is written only where a plane takes a level map.
-  if (head[0] == kLevelMapVersion) kind += " + level maps";
+  // The plane records after the frame count (serialize): a colour frame's plan byte, then each
+  // plane's tolerance, mode and run count, as far as the head holds them.
+  if (head[0] >= kLevelMapVersion && head[0] <= kChunkVersion && head.size() > 3) {
+    ByteReader in(head.subspan(3), "chunk");
+    bool mapped = false;
+    try {
+      for (std::uint64_t t = 0, frames = in.varint(); t < frames && !mapped; ++t) {
+        if (channels > 1) in.u8();
+        for (std::size_t c = 0; c < channels && !mapped; ++c) {
+          in.varint();
+          mapped = (in.u8() & kLevelMapFlag) != 0;
+          in.varint();
+        }
+      }
+    } catch (const DataError&) {  // the head ends first
+    }
+    if (mapped) kind += " + level maps";
+  }
   return kind;
 }
 

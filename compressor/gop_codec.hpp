@@ -52,10 +52,11 @@ std::vector<GopFrames> decode_gops(const Predictor& predictor, const FrameShape&
 // What a chunk is, from its first bytes (kChunkHeadBytes, or fewer where the chunk is shorter):
 // "pixels" or "sparse" for chunks in the pixel domain, else the predictor its GOP was coded with
 // (for `auto`, the choice the chunk records), by `predictor`'s identity, after "rct " where the GOP
-// went through the colour transform, and " + level maps" after it where planes took level maps
-// (chunk version 18). For `tezip info`.
-inline constexpr std::size_t kChunkHeadBytes = 5;
-std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t> head);
+// went through the colour transform, and " + level maps" after it where a plane record in the
+// head (frames of `channels`) has a level map (chunk version 18 on). For `tezip info`. (The
+// records of a GOP of 256 colour frames fit in the head.)
+inline constexpr std::size_t kChunkHeadBytes = 4096;
+std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t> head, std::size_t channels = 1);
 
 // Mean squared error between two frames of pixels normalised to [0, 1], so that one threshold
 // means the same on 8- and 16-bit data: the dynamic window's key-frame test.

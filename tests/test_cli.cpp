@@ -322,6 +322,10 @@ TEST_CASE("input, data and output errors exit with 2", "[cli]") {
     CHECK_THAT(verify.output, Contains("tezip: "));
     CHECK_THAT(verify.output, Contains("checksum"));
     CHECK_THAT(verify.output, Contains("FAILED"));
+    // Against the original, the frames that failed are not said to hold the bound.
+    const auto against = tezip_cli("verify " + quote(damaged) + " --against " + quote(dir / "in"));
+    CHECK(against.code == 2);
+    CHECK_THAT(against.output, !Contains("bound holds") && Contains("UNCHECKED"));
     const auto quiet = tezip_cli("verify -q " + quote(damaged));
     CHECK(quiet.code == 2);
     CHECK_FALSE(quiet.output.empty());  // -q silences progress, not the failure

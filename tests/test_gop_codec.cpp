@@ -66,8 +66,8 @@ struct ColourHeader {
 ColourHeader read_colour_header(std::span<const std::uint8_t> chunk) {
   ByteReader in(chunk, "chunk");
   const std::uint8_t version = in.u8();
-  // chunk version (13: the polyphase layout; 14: plane modes 4-6; 17: plane mode 8)
-  REQUIRE(((version >= 12 && version <= 14) || version == 17));
+  // chunk version (13: the polyphase layout; 14: plane modes 4-6; 17: plane mode 8; 19: column parts)
+  REQUIRE(((version >= 12 && version <= 14) || version == 17 || version == 19));
   in.u8();  // quantizer
   in.u8();  // predictor choice
   ColourHeader h;
@@ -233,6 +233,41 @@ TEST_CASE("GOPs of different lengths are coded in one batch", "[gop]") {
     // Batching changes nothing: each GOP alone codes to the same bytes.
     const GopFrames* one[] = {gops[g]};
     REQUIRE(encode_gops(*predictor, shape, one, settings)[0].bytes == encoded[g].bytes);
+  }
+}
+
+TEST_CASE("a GOP whose symbols take column parts is a chunk of version 19; one without keeps its version", "[gop]") {
+  // A ramp under fresh Gaussian noise each frame, sigma 1 and 6 in bands of 32 columns (the
+  // contexts see the bands: the striped coder beats zstd), losslessly: 256 columns of 48 rows
+  // (too few for 8 stripes of rows) code as one stripe in sixteen column parts, whose cuts see
+  // their neighbours; 48 columns of 32 rows as one stripe.
+  auto noisy_ramp = [](const FrameShape& shape) {
+    std::mt19937 rng(5);
+    std::normal_distribution<double> noise(0, 1);
+    GopFrames frames;
+    for (int t = 0; t < 4; ++t) {
+      Pixels f(shape.size());
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        const std::size_t x = i % shape.width;
+        f[i] = std::uint16_t(std::lround(100.0 + double(x / 2) + noise(rng) * (x / 32 % 2 ? 6.0 : 1.0)));
+      }
+      frames.push_back(std::move(f));
+    }
+    return frames;
+  };
+  const auto predictor = make_classical_predictor("previous");
+  for (const FrameShape shape : {FrameShape{256, 48, 1, 255}, FrameShape{48, 32, 1, 255}}) {
+    INFO(shape.width << "x" << shape.height);
+    const GopFrames frames = noisy_ramp(shape);
+    const GopFrames* gops[] = {&frames};
+    const auto encoded = encode_gops(*predictor, shape, gops, {})[0];
+    CHECK((encoded.bytes.at(0) == 19) == (shape.width == 256));
+    CHECK(encoded.bytes.at(0) >= 12);
+    const std::span<const std::uint8_t> chunks[] = {encoded.bytes};
+    const std::size_t counts[] = {frames.size()};
+    CHECK(decode_gops(*predictor, shape, chunks, counts, {})[0] == frames);
+    CHECK(chunk_kind(*predictor, std::span<const std::uint8_t>(encoded.bytes).first(std::min(encoded.bytes.size(), kChunkHeadBytes))) ==
+          "previous");
   }
 }
 

@@ -267,7 +267,7 @@ TEST_CASE("striped rans decodes segment by segment as it decodes whole", "[codec
   const auto ranks = laplacian_ranks(width, plane * planes, 2.0, 8);
   const std::uint64_t alphabet = alphabet_of(ranks);
   const auto bytes = encode_striped_rans(ranks, width, plane, alphabet);
-  REQUIRE((options_byte(bytes, alphabet) & 0x1C) != 0);  // column parts: each request is parts of rows inside
+  REQUIRE((options_byte(bytes, alphabet) & 0x5C) != 0);  // column parts: each request is parts of rows inside
   for (const SimdPath path : paths()) {
     StripedRansDecoder decoder(bytes, width, ranks.size(), alphabet, {}, path);
     std::vector<std::uint32_t> out(ranks.size());
@@ -366,16 +366,16 @@ TEST_CASE("striped rans groups segments into table sets by their statistics, in 
 
 TEST_CASE("striped rans: every path agrees on damaged streams, and none crashes", "[codecs][striped]") {
   // 32 stripes of rows (an odd width has no column parts), and fewer in column parts (the AVX-512
-  // kernel's two vectors either way).
+  // kernel's two vectors either way); enough rows that the stripes' own bytes cost little.
   for (const std::size_t width : {47, 48}) {
-    const auto ranks = laplacian_ranks(width, 256, 4.0, 21);
+    const auto ranks = laplacian_ranks(width, 2048, 4.0, 21);
     const auto bytes = encode_striped_rans(ranks, width, width % 2 == 1 ? 256 : 128, alphabet_of(ranks));
     REQUIRE((stripe_byte(bytes, alphabet_of(ranks)) & 0x3F) == 32);
-    REQUIRE(bool(options_byte(bytes, alphabet_of(ranks)) & 0x1C) == (width % 2 == 0));
+    REQUIRE(bool(options_byte(bytes, alphabet_of(ranks)) & 0x5C) == (width % 2 == 0));
     CHECK(damaged_errors(bytes, width, ranks.size(), alphabet_of(ranks), 4) > 250);
   }
-  // 16 stripes of rows.
-  const std::size_t width = 47, rows = 256;
+  // 16 stripes of rows (128-row segments).
+  const std::size_t width = 47, rows = 1024;
   const auto ranks = laplacian_ranks(width, rows, 4.0, 21);
   const std::uint64_t alphabet = alphabet_of(ranks);
   const auto bytes = encode_striped_rans(ranks, width, 128, alphabet);
@@ -393,34 +393,39 @@ TEST_CASE("striped rans: every path agrees on damaged streams, and none crashes"
   REQUIRE_THROWS_AS(decode_striped_rans(bytes, width + 1, alphabet, fewer), CodecError);
 }
 
+// `planes` planes of `rows` whose every column holds a level of its own down the plane (0 or
+// `level`) plus noise: the row above tells a symbol's level, its left neighbours do not, so
+// stripes' first rows cost and cuts between columns hardly do.
+std::vector<std::uint32_t> column_levels(std::size_t width, std::size_t rows, std::uint32_t level, unsigned seed,
+                                         std::size_t planes = 2) {
+  std::mt19937 rng(seed);
+  std::geometric_distribution<std::uint32_t> noise(0.3);
+  std::vector<std::uint32_t> out(width * rows * planes);
+  for (std::size_t plane = 0; plane < planes; ++plane) {
+    std::vector<std::uint32_t> at(width);
+    for (auto& v : at) v = rng() % 2 ? level : 0;
+    for (std::size_t y = 0; y < rows; ++y)
+      for (std::size_t x = 0; x < width; ++x) out[(plane * rows + y) * width + x] = at[x] + noise(rng);
+  }
+  return out;
+}
+
 TEST_CASE("striped rans: column quarters and eighths round-trip on every path; bad parts are refused", "[codecs][striped]") {
-  // Each column a level of its own down the plane (0 or `level`) plus noise: the row above tells a
-  // symbol's level, its left neighbours do not, so stripes' first rows cost and cuts between
-  // columns hardly do: the encoder takes 32 lanes of fewer stripes in more parts.
-  auto columns = [](std::size_t width, std::size_t rows, std::uint32_t level, unsigned seed) {
-    std::mt19937 rng(seed);
-    std::geometric_distribution<std::uint32_t> noise(0.3);
-    std::vector<std::uint32_t> out(width * rows * 2);
-    for (std::size_t plane = 0; plane < 2; ++plane) {
-      std::vector<std::uint32_t> at(width);
-      for (auto& v : at) v = rng() % 2 ? level : 0;
-      for (std::size_t y = 0; y < rows; ++y)
-        for (std::size_t x = 0; x < width; ++x) out[(plane * rows + y) * width + x] = at[x] + noise(rng);
-    }
-    return out;
-  };
+  // The encoder takes 32 lanes of fewer stripes in more parts (four planes: the lanes' own bytes,
+  // which the encoder counts, a small part of the stream).
   struct Case {
     std::size_t rows;
     std::uint8_t parts_bit;  // 0x08 quarters (8 stripes), 0x10 eighths (4 stripes)
   };
   for (const Case c : {Case{256, 0x08}, Case{192, 0x10}}) {
     const std::size_t width = 256;
-    const auto ranks = columns(width, c.rows, 30, 7);
+    const auto ranks = column_levels(width, c.rows, 30, 7, 4);
     const std::uint64_t alphabet = alphabet_of(ranks);
     const auto bytes = encode_striped_rans(ranks, width, c.rows, alphabet);
     INFO("rows " << c.rows);
     REQUIRE((stripe_byte(bytes, alphabet) & 0x3F) == 32);
-    REQUIRE((options_byte(bytes, alphabet) & 0x1C) == c.parts_bit);
+    REQUIRE((options_byte(bytes, alphabet) & 0x5C) == c.parts_bit);
+    CHECK(striped_rans_column_parts(bytes, alphabet) == (c.parts_bit == 0x08 ? 4 : 8));
     require_round_trip(ranks, width, c.rows, alphabet);
     CHECK(damaged_errors(bytes, width, ranks.size(), alphabet, 5) > 250);
     // A width the parts do not divide, and two parts bits at once, are refused on every path.
@@ -485,6 +490,37 @@ TEST_CASE("the encoder's reciprocal division equals integer division for every f
   }
 }
 
+TEST_CASE("striped rans: one stripe in sixteenths whose cuts see their neighbours, on every path", "[codecs][striped]") {
+  // 32-row planes of column levels (too few rows for 8 stripes): one stripe of rows in sixteen
+  // parts of 16 columns (16 lanes), whose first columns take the neighbours' row above (chunk
+  // version 19).
+  const std::size_t width = 256, rows = 32;
+  const auto ranks = column_levels(width, rows, 30, 11, 16);
+  const std::uint64_t alphabet = alphabet_of(ranks);
+  const auto bytes = encode_striped_rans(ranks, width, rows, alphabet);
+  REQUIRE((stripe_byte(bytes, alphabet) & 0x3F) == 16);
+  REQUIRE((options_byte(bytes, alphabet) & 0xDC) == (0x40 | 0x80));
+  CHECK(striped_rans_column_parts(bytes, alphabet) == 16);
+  require_round_trip(ranks, width, rows, alphabet);
+  CHECK(damaged_errors(bytes, width, ranks.size(), alphabet, 9) > 250);
+  // The cuts' neighbours are part of the contexts: without the flag the stream decodes to other
+  // values or fails; the flag without column parts is refused.
+  std::size_t pos = 0;
+  tezip::codecs::rans::read_model(bytes, pos, alphabet);
+  read_varint(bytes, pos);
+  auto blind = bytes;
+  blind.at(pos + 1) &= 0x7F;
+  for (const SimdPath path : paths()) CHECK(decode_with(path, blind, width, ranks.size(), alphabet).values != ranks);
+  auto whole = bytes;
+  whole.at(pos + 1) &= 0x83;
+  for (const SimdPath path : paths()) CHECK(decode_with(path, whole, width, ranks.size(), alphabet).error);
+  // A stream without parts says 1.
+  std::vector<std::uint32_t> noisy(96 * 192);
+  std::mt19937 rng(2);
+  for (auto& v : noisy) v = rng() % 7;
+  CHECK(striped_rans_column_parts(encode_striped_rans(noisy, 96, 192, 7), 7) == 1);
+}
+
 TEST_CASE("the encoder takes fewer stripes where their first rows would cost ratio", "[codecs][striped]") {
   using namespace tezip::codecs::rans;
   auto stripes_of = [](const std::vector<std::uint8_t>& bytes, std::uint64_t alphabet) {
@@ -501,10 +537,10 @@ TEST_CASE("the encoder takes fewer stripes where their first rows would cost rat
   CHECK(stripes_of(encode_striped_rans(noisy, 160, 288, a), a) == 32);
   const auto parts = encode_striped_rans(noisy, 160, 144, a);
   CHECK(stripes_of(parts, a) == 32);
-  CHECK((options_byte(parts, a) & 0x1C) != 0);
+  CHECK((options_byte(parts, a) & 0x5C) != 0);
   const auto eight = encode_striped_rans(noisy, 160, 80, a);  // at most 8 stripes (of 10 rows), in parts
   CHECK(stripes_of(eight, a) == 32);
-  CHECK((options_byte(eight, a) & 0x1C) != 0);
+  CHECK((options_byte(eight, a) & 0x5C) != 0);
   const std::vector<std::uint32_t> odd(noisy.begin(), noisy.begin() + 159 * 144 * 4);
   CHECK(stripes_of(encode_striped_rans(odd, 159, 144, alphabet_of(odd)), alphabet_of(odd)) == 16);
   // Smooth structure that repeats from row to row but not from plane to plane: losing the row above
@@ -516,8 +552,7 @@ TEST_CASE("the encoder takes fewer stripes where their first rows would cost rat
     for (int y = 0; y < 120; ++y)
       for (int x = 0; x < 160; ++x) smooth.push_back(((x / 8 + plane * 3) % 5 == 0) ? 40 + rng() % 3 : (rng() % 16 == 0));
   const auto bytes = encode_striped_rans(smooth, 160, 120, alphabet_of(smooth));
-  const std::uint8_t part_bits = options_byte(bytes, alphabet_of(smooth)) & 0x1C;
-  const std::size_t column_parts = part_bits == 0x04 ? 2 : part_bits == 0x08 ? 4 : part_bits == 0x10 ? 8 : 1;
+  const std::size_t column_parts = striped_rans_column_parts(bytes, alphabet_of(smooth));
   CHECK(stripes_of(bytes, alphabet_of(smooth)) / column_parts < 8);
   std::vector<std::uint32_t> back(smooth.size());
   decode_striped_rans(bytes, 160, alphabet_of(smooth), back);

@@ -39,13 +39,16 @@
 //           stripes, stripe l holding its rows [floor(l S / L), floor((l + 1) S / L)); bit 7: the
 //           eight-neighbour context (chunk version 5), else the six-neighbour one; bit 6: an
 //           options byte follows (chunk version 5):
-//             u8 O      bit 0: table sets; bit 1: left classes (C = 3, else C = 1); bits 2-4
-//                       (at most one): column parts P = 2 (bit 2, chunk version 8), 4 (bit 3) or
-//                       8 (bit 4; chunk version 9): the symbols are coded as if each segment of
-//                       S' rows of W columns were S = P S' rows of W / P, the rows' first parts
-//                       first, then their second parts, and so on (W, L and S multiples of P), so
-//                       that stripes l, l + L / P, ... hold the same rows' P parts: P times the
-//                       stripes of a plane at the cost of the contexts beside the P - 1 cuts
+//             u8 O      bit 0: table sets; bit 1: left classes (C = 3, else C = 1); bits 2-4 and
+//                       6 (at most one): column parts P = 2 (bit 2, chunk version 8), 4 (bit 3),
+//                       8 (bit 4; chunk version 9) or 16 (bit 6; chunk version 19): the symbols
+//                       are coded as if each segment of S' rows of W columns were S = P S' rows
+//                       of W / P, the rows' first parts first, then their second parts, and so
+//                       on (W, L and S multiples of P), so that stripes l, l + L / P, ... hold
+//                       the same rows' P parts: P times the stripes of a plane at the cost of
+//                       the contexts beside the P - 1 cuts; bit 7 (chunk version 19, parts
+//                       only): those contexts see the neighbouring parts' upper rows
+//                       (cut_activity)
 //             u8 K      table sets, 2..kMaxTableSets (bit 0 only; else K = 1)
 //             K C - 1   models 1..K C - 1 (the model above is model 0) with model 0's scheme,
 //                       context count and thresholds; model s C + c serves set s, left class c
@@ -83,6 +86,10 @@ constexpr std::uint32_t kSimdMaxExtraBits = 24;
 // maps 1.3% at 8 stripes and 0.2% at 2. 16 stripes decode vtest 1.15x faster than 8 (SIMD decoding
 // is 2-3x the portable one's speed): up to 1% of size for that (docs/performance.md).
 constexpr double kMaxStripeCost = 0.01;
+// What each stripe adds to a stream beside its symbols: its final state (4 bytes), the varint of
+// its extra bits' size (mostly 1) and their padding to a byte (half a byte on average). Counted
+// with the estimates, so that a small stream does not pay more than kMaxStripeCost for its lanes.
+constexpr double kStripeBits = 8 * (4 + 1 + 0.5);
 // The stripe-count byte's flags: the eight-neighbour context, an options byte.
 constexpr std::uint8_t kEightNeighbours = 0x80;
 constexpr std::uint8_t kOptions = 0x40;
@@ -92,16 +99,22 @@ constexpr std::uint8_t kOptionLeftClasses = 0x02;
 constexpr std::uint8_t kOptionColumnHalves = 0x04;
 constexpr std::uint8_t kOptionColumnQuarters = 0x08;
 constexpr std::uint8_t kOptionColumnEighths = 0x10;
-constexpr std::uint8_t kOptionColumnParts = kOptionColumnHalves | kOptionColumnQuarters | kOptionColumnEighths;
+constexpr std::uint8_t kOptionColumnSixteenths = 0x40;  // chunk version 19
+// Column parts whose cuts see the neighbouring parts' row above (chunk version 19): cut_activity.
+constexpr std::uint8_t kOptionCutNeighbours = 0x80;
+constexpr std::uint8_t kOptionColumnParts =
+    kOptionColumnHalves | kOptionColumnQuarters | kOptionColumnEighths | kOptionColumnSixteenths;
 // Side classes in the activities (chunk version 11): a byte s follows the table set count.
 constexpr std::uint8_t kOptionSide = 0x20;
 // The options byte's flag for P column parts (2, 4 or 8), and back (0: none, 1 part).
 constexpr std::uint8_t column_parts_option(std::size_t parts) {
-  return parts == 2 ? kOptionColumnHalves : parts == 4 ? kOptionColumnQuarters : parts == 8 ? kOptionColumnEighths : 0;
+  return parts == 2 ? kOptionColumnHalves : parts == 4 ? kOptionColumnQuarters : parts == 8 ? kOptionColumnEighths
+       : parts == 16 ? kOptionColumnSixteenths : 0;
 }
 constexpr std::size_t column_parts_of(std::uint8_t options) {
   const std::uint8_t bits = options & kOptionColumnParts;
-  return bits == kOptionColumnHalves ? 2 : bits == kOptionColumnQuarters ? 4 : bits == kOptionColumnEighths ? 8 : bits == 0 ? 1 : 0;
+  return bits == kOptionColumnHalves ? 2 : bits == kOptionColumnQuarters ? 4 : bits == kOptionColumnEighths ? 8
+       : bits == kOptionColumnSixteenths ? 16 : bits == 0 ? 1 : 0;
 }
 constexpr std::size_t kMaxTableSets = 8;
 constexpr std::size_t kLeftClasses = 3;
@@ -281,6 +294,23 @@ void next_above(const std::vector<std::uint16_t>& tokens, const std::uint16_t* u
   (void)avx2;
 #endif
   next_above_loop(tokens.data(), u, lanes, above.data(), above.size());
+}
+
+// Column parts with cut neighbours (kOptionCutNeighbours): what cut_activity adds to the context
+// sums `above` of a row step at each part's cuts, from its neighbouring parts' tokens of the row
+// step before, `t` (next_above's layout): the upper left and, as the missing left tokens, the
+// tokens above them in the first two columns; the upper right in the last. Parts of a row are
+// lanes l, l + L / P, ... (L / P stripes of rows).
+void add_cut_neighbours(const std::uint16_t* t, std::uint16_t* above, std::size_t width, std::size_t lanes,
+                        std::size_t parts, bool wide) {
+  const std::size_t stripes = lanes / parts;
+  for (std::size_t l = stripes; l < lanes; ++l) {  // a left neighbour: its last two columns
+    const std::uint32_t last = t[width * lanes + l - stripes], before = t[(width - 1) * lanes + l - stripes];
+    above[l] = static_cast<std::uint16_t>(above[l] + 3 * last + (wide ? before : 0));
+    if (wide) above[lanes + l] = static_cast<std::uint16_t>(above[lanes + l] + last);
+  }
+  for (std::size_t l = 0; l + stripes < lanes; ++l)  // a right neighbour: its first column
+    above[(width - 1) * lanes + l] = static_cast<std::uint16_t>(above[(width - 1) * lanes + l] + t[lanes + l + stripes]);
 }
 
 // One row step of the stripes that are active, the portable way: tokens, then extra bits and the
@@ -816,6 +846,27 @@ std::uint32_t neighbour_activity(const std::uint8_t* t, const std::uint8_t* up, 
   return a;
 }
 
+// The activity of column x of a column part of w columns (kOptionCutNeighbours), `t`, `up` and
+// `up2` pointing at the part's first column within whole rows, where the part has a neighbouring
+// part on its left (`left_part`) or right (`right_part`). When the lanes of a row's parts decode
+// together, each has its neighbours' row above (decoded a row step earlier) but not their tokens
+// of this row: so the upper-left and upper-right terms at the cuts come from the neighbours, and
+// the part's first two columns take each missing left token from the row above (the token above
+// it). Without neighbours, neighbour_activity's sum.
+std::uint32_t cut_activity(const std::uint8_t* t, const std::uint8_t* up, const std::uint8_t* up2, std::size_t x,
+                           std::size_t w, bool wide, bool left_part, bool right_part) {
+  const auto above = [&](std::ptrdiff_t i) -> std::uint32_t {
+    const bool inside = i >= 0 && i < std::ptrdiff_t(w);
+    return up != nullptr && (inside || (i < 0 ? left_part : right_part)) ? up[i] : 0u;
+  };
+  const auto left = [&](std::ptrdiff_t i) -> std::uint32_t { return i >= 0 ? t[i] : above(i); };
+  const std::ptrdiff_t c = std::ptrdiff_t(x);
+  std::uint32_t a = 2u * left(c - 1);
+  if (up != nullptr) a += 2u * up[x] + above(c - 1) + above(c + 1);
+  if (wide) a += left(c - 2) + (up2 != nullptr ? up2[x] : 0u);
+  return a;
+}
+
 // The tokens' order-0 entropy in each context of `counts` ([context][token], any number of
 // contexts), plus their extra bits (`token_bits`): the encoder's estimates.
 double context_entropy_bits(std::span<const std::uint64_t> counts, const std::array<std::uint8_t, kMaxTokens>& token_bits) {
@@ -907,9 +958,10 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   // The class of column x of a row of w columns from its tokens `t`, the row above (`up`), the
   // one above that (`up2`, eight-neighbour shape only) and its side classes `sd`; nullptr: zeros.
   // The decoder's sums, term for term.
+  // With `left_part` or `right_part`: of a column part beside others (cut_activity).
   auto class_at = [&](const std::uint8_t* t, const std::uint8_t* up, const std::uint8_t* up2, const std::uint8_t* sd,
-                      std::size_t x, std::size_t w) {
-    std::uint32_t a = neighbour_activity(t, up, up2, x, w, wide);
+                      std::size_t x, std::size_t w, bool left_part = false, bool right_part = false) {
+    std::uint32_t a = cut_activity(t, up, up2, x, w, wide, left_part, right_part);
     if (sd != nullptr) a += terms[sd[x] & 15];
     return classes[a];
   };
@@ -1042,11 +1094,11 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     use_side = best < without * (1 - kMinSideGain);
     terms = use_side ? side_terms(side_shift) : SideTerms{};
   }
-  // Column parts (kOptionColumnParts) make 16 or 32 lanes (the kernels' vectors) of 16, 8 or 4
-  // stripes of rows: only the contexts of the columns beside each cut change (a part's last column
-  // loses its upper right, the next part's first two their left ones), so a candidate's estimate
-  // is its stripes' with those columns' symbols moved. 4 stripes are not a candidate of their own
-  // (the portable decoder would run them); 32 stripes need no parts.
+  // Column parts (kOptionColumnParts) make 16 or 32 lanes (the kernels' vectors) of 16, 8, 4, 2
+  // stripes of rows or one: only the contexts of the first two columns after each cut change (their
+  // left tokens come from the row above: cut_activity), so a candidate's estimate is its stripes'
+  // with those columns' symbols moved. 4 and 2 stripes are not candidates of their own (the
+  // portable decoder would run them); 32 stripes need no parts.
   // These estimates count half the rows (row_in_sample) twice and the others not at all, and the
   // candidates move the counts of sampled rows only, by the same weight (the two shapes' passes
   // over every row were a third of this coder's encoding). On cup they came within 0.01% of every
@@ -1082,9 +1134,9 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     });
     flush();
     candidates.push_back({shape, 1, estimated_bits(single)});
-    for (std::size_t stripes = most; stripes > 1; stripes = stripes > kGroup / 2 ? stripes / 2 : 1) {
+    for (std::size_t stripes = most; stripes >= 1; stripes /= 2) {
       std::vector<std::uint64_t> striped = single;
-      for_each_first_row(stripes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t single_upper,
+      if (stripes > 1) for_each_first_row(stripes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t single_upper,
                                       std::size_t single_upper2) {
         const std::uint32_t w = weight[row];
         if (w == 0) return;
@@ -1098,7 +1150,7 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
       });
       if (stripes >= kGroup) candidates.push_back({shape, stripes, estimated_bits(striped)});
       std::vector<std::array<std::size_t, 2>> uppers;  // each row's upper rows with these stripes
-      for (const std::size_t p : {2, 4, 8}) {
+      for (const std::size_t p : {2, 4, 8, 16}) {
         const std::size_t w = width / p;
         if ((stripes * p != 16 && stripes * p != 32) || width % p != 0 || w < 8) continue;
         if (uppers.empty()) {
@@ -1117,10 +1169,11 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
           const std::uint8_t* up2 = row_tokens(uppers[row][1]);
           const std::uint8_t* sd = side_row(row);
           for (std::size_t k = 1; k < p; ++k)
-            for (std::size_t x = k * w - 1; x <= k * w + 1; ++x) {
-              const std::size_t q = x / w * w;  // the part's first column
+            for (std::size_t x = k * w; x <= k * w + 1; ++x) {
+              const std::size_t q = k * w;  // the part's first column
               const std::size_t whole = class_at(t, up, up2, sd, x, width);
-              const std::size_t in_part = class_at(t + q, up ? up + q : up, up2 ? up2 + q : up2, sd ? sd + q : sd, x - q, w);
+              const std::size_t in_part = class_at(t + q, up ? up + q : up, up2 ? up2 + q : up2, sd ? sd + q : sd, x - q, w,
+                                                   true, k + 1 < p);
               cut[whole * kMaxTokens + t[x]] -= row_weight;
               cut[in_part * kMaxTokens + t[x]] += row_weight;
             }
@@ -1130,12 +1183,16 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     }
   }
   // Stripes cost ratio where their first rows lose the rows above (smooth data, few rows a
-  // stripe): the most lanes whose estimate is within kMaxStripeCost of the best with one stripe; of
+  // stripe), and their own bytes (kStripeBits) in a small stream: the most lanes whose estimate,
+  // those bytes counted, is within kMaxStripeCost of the best with one stripe (sixteenths of one
+  // stripe cost the decoded MPEG video's colour planes 0.19% by the estimate where 4 stripes in
+  // quarters cost 1.1%, and decode it 2.2x as fast as its one stripe: docs/defaults.md); of
   // those, stripes of whole rows or halves before quarters, quarters before eighths (eighths of 4
   // stripes were 0.4% smaller than halves of 16 on video, but decoded up to 1.1x slower:
   // docs/performance.md, "Column parts"), and then the smaller estimate (of the context shapes
   // too: eight neighbours 7.6% smaller on vtest's lossless GOPs, 0.6% on mire2's; six 1.4% on
   // castle's depth maps).
+  for (Candidate& c : candidates) c.bits += double(c.lanes) * kStripeBits;
   double best_single = HUGE_VAL;
   for (const Candidate& c : candidates)
     if (c.lanes == 1) best_single = std::min(best_single, c.bits);
@@ -1159,13 +1216,23 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   const std::size_t lanes = chosen->lanes;
   wide = chosen->wide;
   // The contexts of the choice: one stripe's, the stripes' first rows patched.
+  // With column parts a row's part sees its neighbours at the cuts (cut_activity): its first two
+  // columns and its last again.
   std::vector<std::uint16_t, BufferAllocator<std::uint16_t>> index(n);  // every row written below
-  for_each_row([&](std::size_t row, std::size_t upper, std::size_t upper2) {
-    row_contexts(token_row(row), row_tokens(upper), row_tokens(upper2), side_row(row), index.data() + row * width);
-  });
+  auto contexts = [&](std::size_t row, std::size_t upper, std::size_t upper2) {
+    const std::uint8_t *t = token_row(row), *up = row_tokens(upper), *up2 = row_tokens(upper2), *sd = side_row(row);
+    std::uint16_t* k = index.data() + row * width;
+    row_contexts(t, up, up2, sd, k);
+    if (column_parts == 1) return;
+    const std::size_t first = row / segment_rows * segment_rows;
+    const std::size_t part = (row - first) / (std::min(segment_rows, rows - first) / column_parts);
+    for (const std::size_t x : {std::size_t{0}, std::size_t{1}, width - 1})
+      k[x] = class_at(t, up, up2, sd, x, width, part > 0, part + 1 < column_parts);
+  };
+  for_each_row(contexts);
   if (lanes > 1) {
     for_each_first_row(lanes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t, std::size_t) {
-      row_contexts(token_row(row), row_tokens(upper), row_tokens(upper2), side_row(row), index.data() + row * width);
+      contexts(row, upper, upper2);
     });
   }
   auto for_each_segment = [&](auto&& fn) {
@@ -1372,7 +1439,8 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
   append_varint(segment_rows, out);
   const std::size_t sets = models.size() / models_per_set;
   const std::uint8_t options = (sets > 1 ? kOptionTableSets : 0) | (left_classes ? kOptionLeftClasses : 0) |
-                              column_parts_option(chosen->parts) | (use_side ? kOptionSide : 0);
+                              column_parts_option(chosen->parts) | (use_side ? kOptionSide : 0) |
+                              (chosen->parts > 1 ? kOptionCutNeighbours : 0);
   out.push_back(static_cast<std::uint8_t>(lanes | (wide ? kEightNeighbours : 0) | (options != 0 ? kOptions : 0)));
   if (options != 0) {
     out.push_back(options);
@@ -1417,6 +1485,7 @@ struct StripedRansDecoder::State {
   SimdPath path = SimdPath::portable;
   bool simd = false;  // the SIMD kernels can run this stream (lanes, scheme, alphabet, offsets)
   bool wide = false;  // the eight-neighbour context
+  bool cut_neighbours = false;  // column parts see their neighbours at the cuts (cut_activity)
   bool left_classes = false;  // each activity class split by the left token's class
   std::size_t classes = 1;    // models per table set: kLeftClasses with left classes
   std::vector<std::uint8_t> set_of;  // the table set of each segment
@@ -1427,6 +1496,16 @@ struct StripedRansDecoder::State {
   void decode_segment(std::size_t count, std::uint32_t* out, const std::uint8_t* side_classes,
                       const std::uint32_t* next_table);
 };
+
+std::size_t striped_rans_column_parts(std::span<const std::uint8_t> bytes, std::uint64_t alphabet_size) {
+  std::size_t pos = 0;
+  (void)read_model(bytes, pos, alphabet_size);
+  (void)read_varint(bytes, pos);
+  if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
+  if ((bytes[pos] & kOptions) == 0) return 1;
+  if (pos + 1 >= bytes.size()) throw CodecError("striped rans coder: truncated header");
+  return column_parts_of(bytes[pos + 1]);
+}
 
 StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std::size_t row_width, std::size_t count,
                                        std::uint64_t alphabet_size, std::span<const std::uint32_t> symbol_of_rank,
@@ -1454,14 +1533,16 @@ StripedRansDecoder::StripedRansDecoder(std::span<const std::uint8_t> bytes, std:
   if (has_options) {
     if (pos >= bytes.size()) throw CodecError("striped rans coder: truncated header");
     options = bytes[pos++];
-    if (options == 0 || (options & ~(kOptionTableSets | kOptionLeftClasses | kOptionColumnParts | kOptionSide)) != 0 ||
-        column_parts_of(options) == 0)
+    constexpr std::uint8_t known = kOptionTableSets | kOptionLeftClasses | kOptionColumnParts | kOptionSide | kOptionCutNeighbours;
+    if (options == 0 || (options & ~known) != 0 || column_parts_of(options) == 0 ||
+        ((options & kOptionCutNeighbours) != 0 && column_parts_of(options) == 1))
       throw CodecError("striped rans coder: bad options");
   }
   if (const std::size_t parts = column_parts_of(options); parts > 1) {
     if (row_width % parts != 0 || st.lanes % parts != 0 || segment_rows % parts != 0)
       throw CodecError("striped rans coder: column parts that do not divide the width, stripe count or segment");
     st.parts = parts;
+    st.cut_neighbours = (options & kOptionCutNeighbours) != 0;
     st.width = row_width / parts;
     st.rows = parts * st.rows;
   }
@@ -1680,6 +1761,7 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
   // The first row's upper row: the previous segment's first row (zeros before the first segment);
   // its row two up: zeros.
   next_above(first_row_tokens.tokens, nullptr, lanes, b.above, simd);
+  if (cut_neighbours) add_cut_neighbours(first_row_tokens.tokens.data(), b.above.data(), width, lanes, parts, wide);
   std::array<std::uint32_t, kMaxLanes> active{};
   // Where each stripe's rows go: rows of `stride` values; with P column parts, stripes l < L / P
   // hold the first parts of the segment's rows, stripes l + L / P their second parts, and so on.
@@ -1746,6 +1828,7 @@ void StripedRansDecoder::State::decode_segment(std::size_t count, std::uint32_t*
       scatter_rows(b.values.data(), width, lanes, active.data(), row.data());
     }
     if (!sums_done) next_above(b.tokens, two_up(r), lanes, b.above, simd);
+    if (cut_neighbours) add_cut_neighbours(b.tokens.data(), b.above.data(), width, lanes, parts, wide);
     if (r == 0) first_row_tokens.tokens = b.tokens;
     if (wide) std::swap(b.tokens, b.previous);
     if (next_table != nullptr)

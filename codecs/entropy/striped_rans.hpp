@@ -88,8 +88,13 @@ void decode_striped_rans(std::span<const std::uint8_t> bytes, std::size_t row_wi
                          std::span<std::uint32_t> out, std::span<const std::uint32_t> symbol_of_rank = {},
                          SimdPath path = simd_path());
 
+// The column parts P of a stream encode_striped_rans wrote (1: none): from 2 on, a reader of
+// chunk version 19 (the cuts' neighbours, sixteenths). Throws CodecError on a truncated header.
+std::size_t striped_rans_column_parts(std::span<const std::uint8_t> bytes, std::uint64_t alphabet_size);
+
 // The most stripes the encoder uses for segments of `rows` rows of `row_width` (it takes fewer, down
-// to one, when their first rows would cost more than 0.4% of the estimated size).
+// to one, or fewer in column parts, when their first rows and their own bytes would cost more than
+// 1% of the estimated size).
 std::size_t striped_rans_lanes(std::size_t rows, std::size_t row_width);
 
 }  // namespace tezip::codecs

@@ -372,6 +372,7 @@ std::vector<std::uint8_t> encode_symbols(SymbolBuffer&& symbol_buffer, std::size
     out = ranked || !remap.kept() ? std::move(header) : std::move(kept_header);
     out[0] = static_cast<std::uint8_t>(local.chosen);
     out.insert(out.end(), payload->begin(), payload->end());
+    if (local.chosen == EntropyCoderKind::StripedRans) local.column_parts = striped_rans_column_parts(rans_payload, alphabet);
   }
   if (stats != nullptr) *stats = local;
   return out;

@@ -71,6 +71,7 @@ struct SymbolCoderStats {
   bool zstd_gated = false;         // ... or, before it ran, the cheaper gate level did (zstd_given_up is set too)
   bool zstd_stronger_tried = false;  // zstd ran again at zstd_win_level (its prefix estimate came close enough)
   bool zstd_rivalled = false;  // zstd was not run: its estimate could not come below rival_bytes
+  std::size_t column_parts = 1;  // the striped rANS stream's column parts, where it won (chunk version 19)
 };
 
 // Codes `symbols` laid out as rows of `row_width` (the context model uses the left and upper

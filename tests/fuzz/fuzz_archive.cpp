@@ -495,6 +495,25 @@ void make_archives(const std::filesystem::path& work, const std::filesystem::pat
     if (!write_chunk_seed(out, shape, frames, 18))
       std::fprintf(stderr, "fuzz_seeds: the gained ramp took no level map; no such seed\n");
   }
+  // Column parts whose cuts see their neighbours (chunk version 19): a ramp 256 wide and too short
+  // for 8 stripes of rows, under noise of 3 levels and of 25 in bands of 32 columns (which the
+  // striped coder's contexts see), so one stripe in sixteenths.
+  {
+    const tezip::FrameShape shape{256, 48, 1, 255};
+    tezip::GopFrames frames;
+    std::uint32_t state = 41;
+    for (std::uint32_t t = 0; t < 4; ++t) {
+      tezip::Pixels f(shape.size());
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        state = state * 1103515245u + 12345u;
+        const std::size_t x = i % shape.width;
+        f[i] = std::uint16_t(100 + x / 2 + (state >> 16) % (x / 32 % 2 ? 25 : 3));
+      }
+      frames.push_back(std::move(f));
+    }
+    if (!write_chunk_seed(out, shape, frames, 19))
+      std::fprintf(stderr, "fuzz_seeds: the banded ramp took no column parts; no such seed\n");
+  }
 }
 
 }  // namespace
