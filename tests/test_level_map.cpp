@@ -13,6 +13,9 @@
 
 using namespace tezip;
 using codecs::LevelMap;
+using codecs::SimdPath;
+using codecs::simd_name;
+using codecs::supported_simd_paths;
 
 namespace {
 
@@ -99,6 +102,42 @@ TEST_CASE("level maps: indices, nearest levels, values back, by hand", "[codecs]
   std::vector<std::uint32_t> end_symbols;
   LevelMap::of(ends, 255)->append_symbols(end_symbols);
   CHECK(end_symbols == std::vector<std::uint32_t>{6, 0, 1, 1, 1, 252, 1});
+}
+
+TEST_CASE("level maps: the lookups give the same values on every kernel path", "[codecs][levels][simd]") {
+  // 8-bit maps (the AVX-512 path's table in registers: 256 entries) with few and many levels, a
+  // 7-bit one and a 16-bit one (the scalar loop on every path); forecasts across the whole 16-bit
+  // range and indices past K - 1 (a damaged stream), lengths with and without a tail of 32.
+  std::mt19937 rng(48);
+  for (const std::uint32_t max_value : {255u, 127u, 65535u}) {
+    for (const std::uint32_t spacing : {2u, 9u, 60u}) {
+      std::vector<std::uint16_t> plane;
+      for (std::uint32_t v = 3; v <= max_value; v += spacing + rng() % 3) plane.push_back(std::uint16_t(v));
+      const auto map = LevelMap::of(plane, max_value);
+      REQUIRE(map);
+      for (const std::size_t n : {std::size_t{1}, std::size_t{31}, std::size_t{64}, std::size_t{1000}}) {
+        INFO("max " << max_value << ", spacing " << spacing << ", " << n << " values");
+        std::vector<std::uint16_t> forecast(n), indices(n);
+        for (auto& f : forecast) f = std::uint16_t(rng() % 3 == 0 ? rng() : rng() % (max_value + 1));
+        for (auto& i : indices) i = std::uint16_t(rng() % (map->size() + 8));
+        std::vector<std::uint16_t> ranks(n), levels = indices;
+        map->to_ranks(forecast, ranks, SimdPath::portable);
+        map->to_levels(levels, SimdPath::portable);
+        for (std::size_t k = 0; k < n; ++k) {
+          REQUIRE(ranks[k] < map->size());
+          REQUIRE(levels[k] <= max_value);
+        }
+        for (const SimdPath path : supported_simd_paths()) {
+          INFO("path " << simd_name(path));
+          std::vector<std::uint16_t> r(n), l = indices;
+          map->to_ranks(forecast, r, path);
+          map->to_levels(l, path);
+          CHECK(r == ranks);
+          CHECK(l == levels);
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("level maps: a 16-bit sensor's shifted samples, and bad map streams refused", "[codecs][levels]") {

@@ -5,6 +5,8 @@
 #include <span>
 #include <vector>
 
+#include "codecs/simd.hpp"
+
 namespace tezip::codecs {
 
 // The pixel values a plane uses, where they leave gaps: a camera that applies a digital gain or
@@ -33,15 +35,18 @@ class LevelMap {
   // Each pixel's index (every value of `plane` must be a level of the map).
   void to_indices(std::span<const std::uint16_t> plane, std::span<std::uint16_t> out) const;
   // Each forecast value's nearest level's index (the lower of two as near).
-  void to_ranks(std::span<const std::uint16_t> forecast, std::span<std::uint16_t> out) const;
+  void to_ranks(std::span<const std::uint16_t> forecast, std::span<std::uint16_t> out, SimdPath path = simd_path()) const;
   // Indices back to pixel values, in place; an index past K - 1 (a damaged stream) becomes K - 1's
   // level, so that the lookup stays in the table (the frame's checksum then tells).
-  void to_levels(std::span<std::uint16_t> values) const;
+  // `path`: for 8-bit planes AVX-512 looks up 32 values at a time in the table held in registers
+  // (docs/performance.md, "Level maps' lookups in registers"); the same values on every path.
+  void to_levels(std::span<std::uint16_t> values, SimdPath path = simd_path()) const;
 
  private:
   explicit LevelMap(std::vector<std::uint16_t> levels, std::uint32_t max_value);
   std::vector<std::uint16_t> levels_;  // the values used, ascending
   std::vector<std::uint16_t> rank_;    // [0 .. max_value]: the nearest level's index
+  std::vector<std::uint16_t> padded_;  // 8-bit planes: levels_ and K - 1's level up to 256 entries
 };
 
 }  // namespace tezip::codecs
