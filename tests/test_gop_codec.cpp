@@ -266,8 +266,8 @@ TEST_CASE("a GOP whose symbols take column parts is a chunk of version 19; one w
     const std::span<const std::uint8_t> chunks[] = {encoded.bytes};
     const std::size_t counts[] = {frames.size()};
     CHECK(decode_gops(*predictor, shape, chunks, counts, {})[0] == frames);
-    CHECK(chunk_kind(*predictor, std::span<const std::uint8_t>(encoded.bytes).first(std::min(encoded.bytes.size(), kChunkHeadBytes))) ==
-          "previous");
+    const auto head = std::span<const std::uint8_t>(encoded.bytes).first(std::min(encoded.bytes.size(), kChunkHeadBytes));
+    CHECK(chunk_kind(*predictor, head) == "previous");
   }
 }
 

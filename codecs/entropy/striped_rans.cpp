@@ -106,7 +106,7 @@ constexpr std::uint8_t kOptionColumnParts =
     kOptionColumnHalves | kOptionColumnQuarters | kOptionColumnEighths | kOptionColumnSixteenths;
 // Side classes in the activities (chunk version 11): a byte s follows the table set count.
 constexpr std::uint8_t kOptionSide = 0x20;
-// The options byte's flag for P column parts (2, 4 or 8), and back (0: none, 1 part).
+// The options byte's flag for P column parts (2, 4, 8 or 16), and back (0: none, 1 part).
 constexpr std::uint8_t column_parts_option(std::size_t parts) {
   return parts == 2 ? kOptionColumnHalves : parts == 4 ? kOptionColumnQuarters : parts == 8 ? kOptionColumnEighths
        : parts == 16 ? kOptionColumnSixteenths : 0;
@@ -1136,7 +1136,8 @@ std::vector<std::uint8_t> encode_striped_rans(std::span<const std::uint32_t> ran
     candidates.push_back({shape, 1, estimated_bits(single)});
     for (std::size_t stripes = most; stripes >= 1; stripes /= 2) {
       std::vector<std::uint64_t> striped = single;
-      if (stripes > 1) for_each_first_row(stripes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t single_upper,
+      // (One stripe's first rows keep their contexts: nothing moves.)
+      for_each_first_row(stripes, [&](std::size_t row, std::size_t upper, std::size_t upper2, std::size_t single_upper,
                                       std::size_t single_upper2) {
         const std::uint32_t w = weight[row];
         if (w == 0) return;
