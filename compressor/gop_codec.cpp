@@ -174,6 +174,29 @@ bool smooth_mode(const PlaneRecord& p) {
          base == kInterpolatedPlane || base == kInterpolatedResidual;
 }
 
+// Whether some plane record of a predictive chunk (after a colour transform's two bytes; of
+// version 6 or later), frames of `channels`, has a mode for which has(frame, mode): the records
+// after the frame count, as serialize writes them (a colour frame's plan byte, then each plane's
+// tolerance, mode and run count). False past the end of `chunk` (a head of it).
+template <class Has>
+bool any_plane_mode(std::span<const std::uint8_t> chunk, std::size_t channels, Has has) {
+  if (chunk.size() >= 2 && chunk[0] == kColourChunk) chunk = chunk.subspan(2);
+  if (chunk.size() < 4) return false;
+  ByteReader in(chunk.subspan(3), "chunk");  // after the version, quantizer and choice
+  try {
+    for (std::uint64_t t = 0, frames = in.varint(); t < frames; ++t) {
+      if (channels > 1) in.u8();
+      for (std::size_t c = 0; c < channels; ++c) {
+        in.varint();
+        if (has(std::size_t(t), in.u8())) return true;
+        in.varint();
+      }
+    }
+  } catch (const DataError&) {  // the head ends first
+  }
+  return false;
+}
+
 // Everything a GOP's chunk holds, before and after entropy coding.
 struct GopSymbols {
   std::vector<std::vector<PlaneRecord>> planes;  // [frame][channel]
@@ -1635,14 +1658,13 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     // 1.65x slower for 0.55% (-2.36% against version 14 without it, -2.90% with it; lossless, the
     // 8-bit wave kept 0.34% by it).
     std::vector<std::size_t> smooth_retry;
-    const auto smooth_after_key = [&](std::size_t g) {
-      const auto& planes = coded[g].planes;
-      return std::any_of(planes.begin() + std::ptrdiff_t(std::min<std::size_t>(1, planes.size())), planes.end(),
-                         [](const std::vector<PlaneRecord>& frame) { return std::any_of(frame.begin(), frame.end(), smooth_mode); });
-    };
+    // (By the chunk's own plane records: its version no longer tells since version 19, and a
+    // colour chunk's first byte never did.)
+    const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
     for (std::size_t g = 0; g < gops.size(); ++g)
-      if (settings.smooth_modes && encoded[g].bytes.size() > 0 && encoded[g].bytes[0] >= kSmoothVersion &&
-          (settings.bound.mode == codecs::BoundMode::Lossless || smooth_after_key(g)))
+      if (settings.smooth_modes && any_plane_mode(encoded[g].bytes, shape.channels, [&](std::size_t t, std::uint8_t mode) {
+            return (lossless || t > 0) && smooth_mode(PlaneRecord{0, mode, 0});
+          }))
         smooth_retry.push_back(g);
     CodingSettings no_smooth = settings;
     no_smooth.smooth_modes = false;
@@ -2896,24 +2918,9 @@ std::string chunk_kind(const Predictor& predictor, std::span<const std::uint8_t>
     const Predictor* used = chunk_predictor(predictor, head);
     kind = used ? used->identity().kind : "?";
   }
-  // The plane records after the frame count (serialize): a colour frame's plan byte, then each
-  // plane's tolerance, mode and run count, as far as the head holds them.
-  if (head[0] >= kLevelMapVersion && head[0] <= kChunkVersion && head.size() > 3) {
-    ByteReader in(head.subspan(3), "chunk");
-    bool mapped = false;
-    try {
-      for (std::uint64_t t = 0, frames = in.varint(); t < frames && !mapped; ++t) {
-        if (channels > 1) in.u8();
-        for (std::size_t c = 0; c < channels && !mapped; ++c) {
-          in.varint();
-          mapped = (in.u8() & kLevelMapFlag) != 0;
-          in.varint();
-        }
-      }
-    } catch (const DataError&) {  // the head ends first
-    }
-    if (mapped) kind += " + level maps";
-  }
+  if (head[0] >= kLevelMapVersion && head[0] <= kChunkVersion &&
+      any_plane_mode(head, channels, [](std::size_t, std::uint8_t mode) { return (mode & kLevelMapFlag) != 0; }))
+    kind += " + level maps";
   return kind;
 }
 
