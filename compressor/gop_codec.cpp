@@ -521,6 +521,19 @@ void run_lockstep(const Predictor& predictor, const FrameShape& shape, std::span
 constexpr std::size_t kNoFrame = SIZE_MAX;
 constexpr std::uint32_t kChannelUnknown = UINT32_MAX;  // a GOP's searching channel, not measured yet
 constexpr std::uint8_t kPricesUnknown = 0xff;  // a GOP's residual prices (codecs::ResidualPrices), not measured yet
+
+// Losslessly a sequential GOP's second reference pays where a camera's sensor noise is new in each
+// frame (ViSP's `cube` 1.8%, `line` 1.4%, mire2 0.8%, a still scene under noise 1.7% smaller; in
+// auto's trial `previous` with it then beats `bidirectional`, which averaged both sides) and nowhere
+// else measured (decoded video, film, hand-held colour: no frame took it), while searching its
+// field and weighing the mean cost 17-47% more encoding time wherever it is weighed. So a GOP weighs
+// it on its first two frames that may have one, then while at least a third of the frames weighed
+// took it (docs/defaults.md, "A second reference losslessly").
+struct SecondReferenceTrials {
+  std::uint32_t weighed = 0, taken = 0;
+  bool worth_weighing() const { return weighed < 2 || taken * 3 >= weighed; }
+  void record(bool took) { ++weighed, taken += took ? 1 : 0; }
+};
 // Rows a plane's decoding carries through its per-pixel passes together (docs/performance.md).
 constexpr std::size_t kRowsPerPass = 16;
 
@@ -728,7 +741,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   // coded with (zeros without motion), and scratch: frame t - 2 displaced, and a plane for each
   // further reference (mean_of_references).
   const bool more_references = settings.coded_motion && settings.second_reference && settings.more_references &&
-                               !predictor.bidirectional() && settings.bound.mode != codecs::BoundMode::Lossless;
+                               !predictor.bidirectional();
   std::vector<std::vector<codecs::MotionField>> own_fields(gops.size());
   std::vector<std::uint16_t> more_far(more_references ? shape.size() : 0);
   std::vector<std::uint16_t> more_scratch(more_references ? kMaxMoreReferences * plane_size : 0);
@@ -930,6 +943,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
   std::vector<KeptPlane> kept_planes(settings.coded_motion && settings.transformed_chroma ? shape.channels : 0);
   std::vector<std::uint32_t> search_channel(gops.size(), kChannelUnknown);
   std::vector<std::uint8_t> search_prices(gops.size(), kPricesUnknown), far_prices(gops.size(), kPricesUnknown);
+  std::vector<SecondReferenceTrials> second_trials(gops.size());
   auto choose_motion = [&](std::size_t g, std::size_t t, const std::uint16_t* frame, const std::uint16_t* frame_forecast,
                            std::span<const std::uint16_t> forecast0, std::uint32_t tolerance0) {
     motion_symbols.clear();
@@ -1114,14 +1128,13 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       const std::uint16_t* f = c == 0 ? forecast0.data() : frame_forecast + c * plane_size;  // channel 0's may be mapped
       for (std::size_t i = 0; i < plane_size; ++i) forecast_sad += std::uint64_t(std::abs(int(plane[i]) - int(f[i])));
     }
-    // A sequential GOP's second reference is searched in bounded modes only, where the mean of two
+    // A sequential GOP's second reference: in bounded modes on every frame, where the mean of two
     // references averages their quantization error (abs 2: mire2 7.3%, colour vtest 6.3% smaller;
-    // pwrel 0.05: mire2 6.8%); lossless it paid 0.7% on mire2 and nothing on vtest, for 13-50% more
-    // encoding time (docs/defaults.md, "A second reference"). Elsewhere its flag says unused.
+    // pwrel 0.05: mire2 6.8%); losslessly where the GOP's frames take it (SecondReferenceTrials).
     const std::size_t far = far_reference[g][t];
     const bool sequential = !predictor.bidirectional();
     const bool bounded = uniform ? tolerance0 > 0 : settings.bound.mode != codecs::BoundMode::Lossless;
-    const bool second = sequential && settings.second_reference && bounded;
+    const bool second = sequential && settings.second_reference && (bounded || second_trials[g].worth_weighing());
     // A frame whose search finds nothing better than its forecast is left as it is, but where a
     // second reference may average it (a static scene's noise and quantization error): its field
     // is then zeros, and the mean of references weighed as for any field.
@@ -1194,8 +1207,9 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
         // GOP's first frame with a second reference): measured prices there took mire2 at abs 2
         // 0.4% up and colour vtest 2.4% down against the uniform table.
         const codecs::MotionField scaled = std::move(towards_far);
-        const bool measure = uniform && settings.measured_residual_prices && far_prices[g] == kPricesUnknown;
-        towards_far = search(channel(far_frame, c), scaled, prices_of(far_prices[g])).field;
+        // Losslessly the near field's prices serve, unmeasured: the trial stays cheap where it loses.
+        const bool measure = bounded && uniform && settings.measured_residual_prices && far_prices[g] == kPricesUnknown;
+        towards_far = search(channel(far_frame, c), scaled, prices_of(bounded ? far_prices[g] : search_prices[g])).field;
         codecs::append_motion_symbols(towards_far, far_symbols);
         bi = bi_cost(towards_far, far_symbols, bi_compensated);
         if (measure) {
@@ -1216,7 +1230,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
       // displaced by the second field chained through the fields of the frames between
       // (more_reference_fields), while the frame's estimate falls.
       std::uint32_t more = 0;
-      if (more_references) {
+      if (more_references && (bounded || bi < with)) {  // losslessly where the mean of two paid
         const std::span<const std::uint16_t> near_frame(compensated);
         if (t >= 3)  // frame t - 2 displaced by the second field, each plane
           for (std::uint32_t k = 0; k < shape.channels; ++k)
@@ -1244,6 +1258,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
           bi_compensated.swap(spatial_compensated);
         }
       }
+      if (sequential && !bounded) second_trials[g].record(bi < with);
       if (bi < with) {
         compensated.swap(bi_compensated), with = bi;
         vector_cost += far_vectors;

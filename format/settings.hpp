@@ -32,12 +32,13 @@ struct CodingSettings {
   bool coded_motion = true;
   // Encoder only: motion fields may mark blocks spatial (codecs::kSpatialBlock) where that pays.
   bool spatial_blocks = true;
-  // Encoder only, bounded modes: a sequential GOP's frame may be forecast from two
-  // references (frames t - 1 and t - 2), each with a searched field, where that pays (chunk
-  // version 10, compressor/gop_codec.cpp).
+  // Encoder only: a sequential GOP's frame may be forecast from two references (frames t - 1 and
+  // t - 2), each with a searched field, where that pays (chunk version 10, compressor/gop_codec.cpp;
+  // losslessly weighed only while the GOP's frames take it).
   bool second_reference = true;
   // Encoder only, with second_reference: such a frame may average frames t - 3 and t - 4 too, each
-  // displaced by the second field scaled to its distance, where that pays (chunk version 16).
+  // displaced by the second field chained through the fields of the frames between, where that
+  // pays (chunk version 16).
   bool more_references = true;
   // Encoder only: an intra plane (a key frame's, or one coded spatially where its forecast missed)
   // may be forecast pixel by pixel by the mean of its four reconstructed neighbours instead of the
