@@ -147,7 +147,7 @@ void mean_rows(const std::int32_t* symbols, std::size_t width, std::size_t heigh
     std::uint32_t left = row[0] = rec(up[0], s[0]);
     for (std::size_t x = 1; x < width; ++x) {
       const std::uint32_t d = x + 1 < width ? up[x + 1] : up[x];
-      left = row[x] = rec((left + up[x - 1] + up[x] + d + 2) >> 2, s[x]);
+      left = row[x] = rec(mean_of_four(left, up[x - 1], up[x], d), s[x]);
     }
   };
   if (height == 0) return;
@@ -161,17 +161,17 @@ void mean_rows(const std::int32_t* symbols, std::size_t width, std::size_t heigh
     const std::int32_t* sb = sa + width;
     // Row a's columns 0 and 1, row b's column 0 (its upper pixel, a[0]).
     std::uint32_t a0 = a[0] = rec(up[0], sa[0]);
-    std::uint32_t a1 = a[1] = rec((a0 + up[0] + up[1] + up[2] + 2) >> 2, sa[1]);
+    std::uint32_t a1 = a[1] = rec(mean_of_four(a0, up[0], up[1], up[2]), sa[1]);
     std::uint32_t lb = b[0] = rec(a0, sb[0]);
     // Then row a at x and row b at x - 1, whose up-right neighbour is a[x]; a0, a1: a[x - 2], a[x - 1].
     for (std::size_t x = 2; x < width; ++x) {
       const std::uint32_t d = x + 1 < width ? up[x + 1] : up[x];
-      const std::uint32_t ax = a[x] = rec((a1 + up[x - 1] + up[x] + d + 2) >> 2, sa[x]);
-      lb = b[x - 1] = rec((lb + a0 + a1 + ax + 2) >> 2, sb[x - 1]);
+      const std::uint32_t ax = a[x] = rec(mean_of_four(a1, up[x - 1], up[x], d), sa[x]);
+      lb = b[x - 1] = rec(mean_of_four(lb, a0, a1, ax), sb[x - 1]);
       a0 = a1, a1 = ax;
     }
     // Row b's last column: its up-right neighbour is its upper one.
-    b[width - 1] = rec((lb + a0 + 2 * a1 + 2) >> 2, sb[width - 1]);
+    b[width - 1] = rec(mean_of_four(lb, a0, a1, a1), sb[width - 1]);
   }
   for (; y < height; ++y) one_row(y);
 }
@@ -741,7 +741,7 @@ std::vector<std::int32_t> sample_intra_symbols(std::span<const std::uint16_t> pl
       const std::uint16_t* up = row - width;
       // 32-bit arithmetic (med_pixels: the same value for 16-bit pixels), which vectorizes.
       if (predictor == IntraPredictor::mean) {
-        for (std::size_t x = 1; x + 1 < width; ++x) forecast[x] = (row[x - 1] + up[x - 1] + up[x] + up[x + 1] + 2) >> 2;
+        for (std::size_t x = 1; x + 1 < width; ++x) forecast[x] = std::int32_t(mean_of_four(row[x - 1], up[x - 1], up[x], up[x + 1]));
         if (width > 1) forecast[width - 1] = std::int32_t(mean_forecast(plane, y * width + width - 1, width - 1, width));
       } else {
         for (std::size_t x = 1; x < width; ++x) forecast[x] = std::int32_t(med_pixels(row[x - 1], up[x], up[x - 1]));

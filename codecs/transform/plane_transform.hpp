@@ -105,8 +105,14 @@ inline std::uint32_t intra_forecast(std::span<const std::uint16_t> recon, std::s
   return med_pixels(recon[i - 1], recon[i - width], recon[i - width - 1]);
 }
 
+// The mean of four neighbours, rounded: the intra planes' forecast of chunk version 17, which the
+// encoder's estimate, its quantizer and the decoder's two-row reconstruction each compute.
+inline std::uint32_t mean_of_four(std::uint32_t a, std::uint32_t b, std::uint32_t c, std::uint32_t d) {
+  return (a + b + c + d + 2) >> 2;
+}
+
 // Forecast of pixel i (column x) by the mean of its reconstructed neighbours left a, up-left c, up b
-// and up-right d (the upper one again in the last column), rounded: (a + b + c + d + 2) / 4; the
+// and up-right d (the upper one again in the last column), rounded: mean_of_four(a, b, c, d); the
 // first row and column as intra_forecast. On flat scenes under sensor noise, where the median
 // follows one noisy neighbour, the mean of four halves the neighbours' noise (docs/defaults.md,
 // "Intra planes forecast by the mean of four").
@@ -116,7 +122,7 @@ inline std::uint32_t mean_forecast(std::span<const std::uint16_t> recon, std::si
   if (x == 0) return recon[i - width];
   const std::size_t up = i - width;
   const std::uint32_t d = x + 1 < width ? recon[up + 1] : recon[up];
-  return (std::uint32_t(recon[i - 1]) + recon[up - 1] + recon[up] + d + 2) >> 2;
+  return mean_of_four(recon[i - 1], recon[up - 1], recon[up], d);
 }
 
 inline std::uint32_t zigzag(std::int32_t v) { return (std::uint32_t(v) << 1) ^ std::uint32_t(v >> 31); }
