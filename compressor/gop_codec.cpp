@@ -534,6 +534,7 @@ struct SecondReferenceTrials {
   bool worth_weighing() const { return weighed < 2 || taken * 3 >= weighed; }
   void record(bool took) { ++weighed, taken += took ? 1 : 0; }
 };
+
 // Rows a plane's decoding carries through its per-pixel passes together (docs/performance.md).
 constexpr std::size_t kRowsPerPass = 16;
 
