@@ -167,9 +167,9 @@ struct PlaneRecord {
   std::uint64_t run_count = 0;  // interval-quantized planes only
 };
 
-// A plane in one of the smooth modes (chunk versions 14 and 15).
-bool smooth_mode(const PlaneRecord& p) {
-  const std::uint8_t base = p.mode & ~kModeFlags;
+// A plane record's mode byte that is one of the smooth modes (chunk versions 14 and 15).
+bool smooth_mode(std::uint8_t mode) {
+  const std::uint8_t base = mode & ~kModeFlags;
   return base == std::uint8_t(PlaneTransform::Gradient) || base == std::uint8_t(PlaneTransform::Interpolation) ||
          base == kInterpolatedPlane || base == kInterpolatedResidual;
 }
@@ -384,7 +384,7 @@ std::vector<std::uint8_t> serialize(GopSymbols& g, const FrameShape& shape, cons
     return std::any_of(g.planes.begin(), g.planes.end(),
                        [&](const std::vector<PlaneRecord>& frame) { return std::any_of(frame.begin(), frame.end(), has); });
   };
-  const bool smooth = any_plane(smooth_mode);
+  const bool smooth = any_plane([](const PlaneRecord& p) { return smooth_mode(p.mode); });
   const bool closed = any_plane([](const PlaneRecord& p) {
     const std::uint8_t base = p.mode & ~kModeFlags;
     return (base == kInterpolatedPlane && p.tolerance > 0) || base == kInterpolatedResidual;
@@ -1679,7 +1679,7 @@ std::vector<EncodedGop> encode_with(const Predictor& predictor, std::uint8_t cho
     const bool lossless = settings.bound.mode == codecs::BoundMode::Lossless;
     for (std::size_t g = 0; g < gops.size(); ++g)
       if (settings.smooth_modes && any_plane_mode(encoded[g].bytes, shape.channels, [&](std::size_t t, std::uint8_t mode) {
-            return (lossless || t > 0) && smooth_mode(PlaneRecord{0, mode, 0});
+            return (lossless || t > 0) && smooth_mode(mode);
           }))
         smooth_retry.push_back(g);
     CodingSettings no_smooth = settings;
